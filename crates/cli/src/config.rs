@@ -1,0 +1,281 @@
+//! The config file (TOML) and how it combines with command-line flags.
+//!
+//! Every setting is optional; flags win over the file, the file over the defaults. Errors name
+//! the setting as it is written in the file (`tables.events.flush.max_rows`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use sluice_core::policy::duration_text;
+use sluice_core::{
+    ByteSize, Column, ConfigError, FlushPolicyConfig, TableDef, TableLayout, TableName,
+};
+use sluice_pipeline::{
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
+};
+use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
+use sluice_sinks::LakeConfig;
+
+/// The default data directory, relative to where sluice runs.
+pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address to listen on.
+    pub listen: Option<String>,
+    /// Where the lake and sluice's own files live.
+    pub data_dir: Option<PathBuf>,
+    /// Create unknown tables from their first insert.
+    pub auto_create: Option<bool>,
+    /// Arrow memory all buffers may hold together.
+    pub max_buffer_bytes: Option<ByteSize>,
+    /// The largest request body.
+    pub max_body_bytes: Option<ByteSize>,
+    /// How long a committed insert waits for its batch to land.
+    #[serde(default, with = "duration_text")]
+    pub ack_timeout: Option<Duration>,
+    /// How long shutdown retries failing flushes.
+    #[serde(default, with = "duration_text")]
+    pub shutdown_timeout: Option<Duration>,
+    /// The default flush policy.
+    #[serde(default)]
+    pub flush: FlushPolicyConfig,
+    /// Lake settings.
+    #[serde(default)]
+    pub lake: LakeFileConfig,
+    /// Declared tables.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TableFileConfig>,
+}
+
+/// `[lake]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LakeFileConfig {
+    /// zstd level.
+    pub zstd_level: Option<i32>,
+    /// Rows per row group.
+    pub row_group_rows: Option<usize>,
+}
+
+/// `[tables.<name>]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableFileConfig {
+    /// Columns in order.
+    pub columns: Vec<Column>,
+    /// `"col"`, `"day(col)"`, `"hour(col)"`.
+    #[serde(default)]
+    pub partition_by: String,
+    /// Sort key.
+    #[serde(default)]
+    pub sort_by: Vec<String>,
+    /// This table's flush policy; unset fields come from the top-level `[flush]`.
+    #[serde(default)]
+    pub flush: FlushPolicyConfig,
+}
+
+/// Flags that override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Everything `sluice serve` needs, validated.
+#[derive(Debug)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Pipeline settings.
+    pub pipeline: PipelineConfig,
+    /// HTTP limits.
+    pub limits: Limits,
+    /// Lake settings.
+    pub lake: LakeConfig,
+    /// Declared tables.
+    pub tables: Vec<TableDef>,
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    }
+
+    /// Applies flags and defaults and validates everything.
+    pub fn resolve(self, overrides: Overrides) -> Result<Settings> {
+        let data_dir = overrides
+            .data_dir
+            .or(self.data_dir)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        let default_policy = self.flush.validate().map_err(|e| e.within("flush"))?;
+        let max_buffer_bytes = self
+            .max_buffer_bytes
+            .map_or(DEFAULT_MAX_BUFFER_BYTES, u64::from);
+        let max_body_bytes = self
+            .max_body_bytes
+            .map_or(DEFAULT_MAX_BODY_BYTES as u64, u64::from);
+        if max_body_bytes == 0 {
+            return Err(ConfigError::new("max_body_bytes", "must be greater than zero").into());
+        }
+        let pipeline = PipelineConfig {
+            max_buffer_bytes,
+            auto_create: self.auto_create.unwrap_or(true),
+            default_policy,
+            ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
+            shutdown_timeout: self.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT),
+            ..PipelineConfig::default()
+        };
+        if pipeline.ack_timeout.is_zero() {
+            return Err(ConfigError::new("ack_timeout", "must be greater than zero").into());
+        }
+        let mut lake = LakeConfig::new(&data_dir);
+        if let Some(level) = self.lake.zstd_level {
+            if !(1..=22).contains(&level) {
+                return Err(ConfigError::new(
+                    "lake.zstd_level",
+                    format!("{level} is not a zstd level (1 to 22)"),
+                )
+                .into());
+            }
+            lake.zstd_level = level;
+        }
+        if let Some(rows) = self.lake.row_group_rows {
+            if rows == 0 {
+                return Err(
+                    ConfigError::new("lake.row_group_rows", "must be greater than zero").into(),
+                );
+            }
+            lake.row_group_rows = rows;
+        }
+        let mut tables = Vec::new();
+        for (name, table) in self.tables {
+            let field = format!("tables.{name}");
+            let table_name =
+                TableName::new(&name).map_err(|e| ConfigError::new(&field, e.to_string()))?;
+            let policy = table
+                .flush
+                .or(&self.flush)
+                .validate()
+                .map_err(|e| e.within(&format!("{field}.flush")))?;
+            let layout = TableLayout {
+                columns: table.columns,
+                partition_by: table.partition_by,
+                sort_by: table.sort_by,
+            };
+            let def = TableDef::new(table_name, layout, policy).map_err(|e| e.within(&field))?;
+            tables.push(def);
+        }
+        let listen = overrides
+            .listen
+            .or(self.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        if listen.trim().is_empty() {
+            bail!("invalid config: listen: the address is empty");
+        }
+        Ok(Settings {
+            listen,
+            data_dir,
+            pipeline,
+            limits: Limits {
+                max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+            },
+            lake,
+            tables,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(text: &str) -> Result<Settings> {
+        let file: FileConfig = toml::from_str(text)?;
+        file.resolve(Overrides::default())
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let s = resolve("").unwrap();
+        assert_eq!(s.listen, DEFAULT_LISTEN);
+        assert_eq!(s.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert!(s.pipeline.auto_create);
+        assert!(s.tables.is_empty());
+    }
+
+    #[test]
+    fn declares_tables_with_inherited_policy() {
+        let s = resolve(
+            r#"
+            [flush]
+            max_age = "250ms"
+            [tables.events]
+            columns = [
+              { name = "ts", type = "timestamp", nullable = false },
+              { name = "service", type = "String" },
+            ]
+            partition_by = "day(ts)"
+            sort_by = ["service", "ts"]
+            [tables.events.flush]
+            max_rows = 5000
+            "#,
+        )
+        .unwrap();
+        let t = &s.tables[0];
+        assert_eq!(t.policy().max_rows(), 5000);
+        assert_eq!(t.policy().max_age(), Duration::from_millis(250));
+        assert_eq!(t.sort_by(), ["service", "ts"]);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            ("[flush]\nmax_rows = 0", "flush.max_rows"),
+            ("[flush]\nmax_rows = -5", "flush.max_rows"),
+            (
+                "[tables.t]\ncolumns = [{name = \"a\", type = \"int64\"}]\n[tables.t.flush]\nmax_inserts = 0",
+                "tables.t.flush.max_inserts",
+            ),
+            (
+                "[tables.t]\ncolumns = [{name = \"a\", type = \"int64\"}]\nsort_by = [\"b\"]",
+                "tables.t.sort_by[0]",
+            ),
+            (
+                "[tables.\"a/b\"]\ncolumns = [{name = \"a\", type = \"int64\"}]",
+                "tables.a/b",
+            ),
+            ("[lake]\nzstd_level = 40", "lake.zstd_level"),
+        ];
+        for (text, field) in cases {
+            let err = resolve(text).unwrap_err();
+            let config = err
+                .downcast_ref::<ConfigError>()
+                .unwrap_or_else(|| panic!("{text}: {err:#}"));
+            assert_eq!(config.field, field, "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_settings_and_types_are_refused() {
+        assert!(resolve("max_rowz = 5").is_err());
+        let err =
+            resolve("[tables.t]\ncolumns = [{name = \"a\", type = \"decimal\"}]").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown column type"),
+            "{err:#}"
+        );
+    }
+}

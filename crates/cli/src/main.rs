@@ -1,0 +1,66 @@
+//! `sluice`: an ingest gateway that turns many tiny inserts into few large parts.
+//!
+//! # Layout
+//!
+//! - `config.rs`: the TOML config file and flag overrides, validated.
+//! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline and server; signals.
+//! - `load.rs`: `sluice load`, the load generator's command line and output.
+//!
+//! This binary is the only place that uses `anyhow`; the libraries return typed errors.
+
+mod config;
+mod load;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// mimalloc instead of the system allocator: a single-row insert makes dozens of small Arrow
+/// allocations on one thread and frees them on another, which glibc's arenas serve poorly.
+/// Measured side by side with wrk (64 connections, 2 cores): single-row inserts 33k -> 44k/s.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// sluice: many tiny inserts in, few large parts out.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Take inserts over HTTP and land them in large parts (the lake in ./sluice-data by default).
+    Serve(serve::ServeArgs),
+    /// Run N concurrent producers against a sluice server and report rows/s and latency.
+    Load(load::LoadArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Load(args) => load::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! `sluice serve`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use sluice_pipeline::Pipeline;
+use sluice_server::AppState;
+use sluice_sinks::{FileCatalog, LakeSink};
+use tokio::net::TcpListener;
+
+use crate::config::{FileConfig, Overrides};
+
+/// `sluice serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML config file (tables, flush policy, limits). Optional.
+    #[arg(long, short, env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where the lake and sluice's own files live [default: ./sluice-data].
+    #[arg(long, env = "SLUICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8124].
+    #[arg(long, env = "SLUICE_LISTEN")]
+    listen: Option<String>,
+}
+
+pub async fn run(args: ServeArgs) -> Result<ExitCode> {
+    init_tracing();
+    let file = match &args.config {
+        Some(path) => FileConfig::read(path)?,
+        None => FileConfig::default(),
+    };
+    let settings = file.resolve(Overrides {
+        listen: args.listen,
+        data_dir: args.data_dir,
+    })?;
+    let metrics = sluice_server::metrics::install();
+
+    let lake: Arc<dyn sluice_core::Sink> = Arc::new(LakeSink::new(settings.lake.clone())?);
+    let catalog = Arc::new(FileCatalog::open(&settings.data_dir)?);
+    let mut builder = Pipeline::builder(settings.pipeline.clone(), catalog, lake);
+    for table in settings.tables {
+        builder = builder.table(table, None);
+    }
+    let pipeline = builder.start().await.context("cannot start the pipeline")?;
+
+    let listener = TcpListener::bind(&settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "listening beyond loopback with no access control: anyone who can reach this address can write"
+        );
+    }
+    tracing::info!(%addr, data_dir = %settings.data_dir.display(), "sluice is listening");
+    // A line for scripts and tests that start sluice on port 0.
+    println!(
+        "sluice listening on http://{addr} (data in {})",
+        settings.data_dir.display()
+    );
+
+    let state = AppState::new(pipeline.clone(), metrics, settings.limits);
+    sluice_server::serve(listener, state, shutdown_signal())
+        .await
+        .context("the HTTP server failed")?;
+
+    tracing::info!("no longer accepting; flushing what is buffered");
+    let report = pipeline.shutdown().await;
+    let lost = report.rows_lost();
+    if lost > 0 {
+        tracing::error!(rows = lost, "shutdown could not land every accepted row");
+        return Ok(ExitCode::FAILURE);
+    }
+    tracing::info!(tables = report.tables.len(), "everything flushed; bye");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT received"),
+        () = terminate => tracing::info!("SIGTERM received"),
+    }
+}

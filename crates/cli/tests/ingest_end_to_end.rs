@@ -1,0 +1,99 @@
+//! Many producers sending single-row inserts through both endpoints land every row exactly once,
+//! in the few parts the flush policy predicts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{
+    Server, assert_exactly_once, id_counts, load_config, load_table_flushing_every_5000_rows,
+    part_rows, parts,
+};
+use sluice_lab::load::{Endpoint, LoadConfig, LoadReport, Progress};
+
+async fn run(config: LoadConfig) -> LoadReport {
+    sluice_lab::load::run(config, Arc::new(Progress::default()), true)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_single_row_producers_on_both_endpoints_land_every_row_once() {
+    let mut server = Server::start(&load_table_flushing_every_5000_rows());
+    let native = run(load_config(
+        &server,
+        Endpoint::Native,
+        16,
+        10_000,
+        0,
+        "async",
+    ));
+    let clickhouse = run(load_config(
+        &server,
+        Endpoint::ClickHouse,
+        16,
+        10_000,
+        10_000,
+        "async",
+    ));
+    let (native, clickhouse) = tokio::join!(native, clickhouse);
+    for report in [&native, &clickhouse] {
+        assert_eq!(report.rows_acked, 10_000, "{report:?}");
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+    }
+    server
+        .wait_rows_written("load", 20_000, Duration::from_secs(30))
+        .await;
+
+    // 20,000 rows at 5,000 rows per flush: exactly four parts, not one per insert.
+    let files = parts(&server.data_dir, "load");
+    let sizes: Vec<usize> = files.iter().map(|p| part_rows(p)).collect();
+    assert_eq!(sizes, [5000; 4]);
+    let counts = id_counts(&server.data_dir, "load");
+    assert_eq!(counts.len(), 20_000);
+    let acked: Vec<_> = native
+        .acked_ids
+        .unwrap()
+        .into_iter()
+        .chain(clickhouse.acked_ids.unwrap())
+        .collect();
+    assert_exactly_once(&counts, &acked);
+
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    // Nothing was buffered at shutdown, so no extra part appeared.
+    assert_eq!(parts(&server.data_dir, "load").len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_acks_come_only_after_the_rows_are_on_disk() {
+    // An auto-created table with a short age limit.
+    let mut server = Server::start("[flush]\nmax_age = \"200ms\"\n");
+    let started = Instant::now();
+    let mut config = load_config(&server, Endpoint::Native, 16, 4_000, 0, "committed");
+    config.rows_per_insert = 10;
+    let report = run(config).await;
+    let elapsed = started.elapsed();
+    assert_eq!(report.rows_acked, 4_000, "{report:?}");
+
+    // Read the files before anything else can flush: every acknowledged row is already there.
+    let counts = id_counts(&server.data_dir, "load");
+    assert_exactly_once(&counts, report.acked_ids.as_deref().unwrap());
+    assert_eq!(counts.len(), 4_000);
+
+    // One part per age window, not one per insert: 400 inserts made at most elapsed/200ms + 2.
+    let n_parts = parts(&server.data_dir, "load").len();
+    let windows = (elapsed.as_secs_f64() / 0.2).ceil() as usize + 2;
+    assert!(n_parts <= windows, "{n_parts} parts in {elapsed:?}");
+    assert!(
+        n_parts * 4 <= report.inserts_acked as usize,
+        "{n_parts} parts for {} inserts",
+        report.inserts_acked
+    );
+
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}

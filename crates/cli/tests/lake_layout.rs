@@ -1,0 +1,169 @@
+//! The lake's parts: hive-style partition folders, the partition column left out of the files,
+//! rows sorted by the sort key, zstd, column statistics, the flush identity in the footer, no
+//! temporary files left behind. Plus the operator's view: metrics, tables, health.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs::File;
+use std::time::Duration;
+
+use arrow::array::AsArray;
+use arrow::datatypes::TimestampMicrosecondType;
+use common::{Server, parts};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+
+const CONFIG: &str = r#"
+[tables.events]
+columns = [
+  { name = "ts", type = "timestamp", nullable = false },
+  { name = "service", type = "string" },
+  { name = "latency_ms", type = "float64" },
+]
+partition_by = "service"
+sort_by = ["ts"]
+
+[tables.events.flush]
+max_age = "200ms"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parts_are_partitioned_sorted_compressed_and_described() {
+    let mut server = Server::start(CONFIG);
+    let client = reqwest::Client::new();
+    // Rows out of time order, across three partitions, one of them needing escaping.
+    let mut body = String::new();
+    for i in (0..300).rev() {
+        let service = ["api", "web", "a/b c"][i % 3];
+        body.push_str(&format!(
+            "{{\"ts\":\"2026-11-29T12:{:02}:{:02}Z\",\"service\":\"{service}\",\"latency_ms\":{i}.5}}\n",
+            i / 60,
+            i % 60
+        ));
+    }
+    let response = client
+        .post(server.url("/v1/tables/events/rows"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+
+    let table = server.data_dir.join("events");
+    let mut folders: Vec<String> = std::fs::read_dir(&table)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    folders.sort();
+    assert_eq!(
+        folders,
+        ["_sluice", "service=a%2Fb%20c", "service=api", "service=web"]
+    );
+
+    let files = parts(&server.data_dir, "events");
+    assert_eq!(files.len(), 3, "one part per partition: {files:?}");
+    for path in &files {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+        let metadata = builder.metadata().clone();
+        let schema = builder.schema().clone();
+        assert!(
+            schema.field_with_name("service").is_err(),
+            "partition column inside {path:?}"
+        );
+        let row_group = metadata.row_group(0);
+        for column in row_group.columns() {
+            assert!(
+                matches!(column.compression(), Compression::ZSTD(_)),
+                "{:?}",
+                column.compression()
+            );
+            let stats = column.statistics().expect("column statistics");
+            assert!(stats.min_bytes_opt().is_some() && stats.max_bytes_opt().is_some());
+        }
+        let footer = metadata.file_metadata().key_value_metadata().unwrap();
+        assert!(
+            footer.iter().any(|kv| kv.key == "sluice.flush_id"),
+            "{footer:?}"
+        );
+        let sorting = row_group
+            .sorting_columns()
+            .expect("sorting columns recorded");
+        assert_eq!(sorting[0].column_idx, 0);
+        let batch = builder.build().unwrap().next().unwrap().unwrap();
+        assert_eq!(batch.num_rows(), 100);
+        let ts = batch
+            .column(0)
+            .as_primitive::<TimestampMicrosecondType>()
+            .values()
+            .to_vec();
+        assert!(
+            ts.windows(2).all(|w| w[0] <= w[1]),
+            "rows not sorted by ts in {path:?}"
+        );
+    }
+
+    // Nothing temporary is left next to the parts.
+    for entry in walk(&table) {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "{entry:?}");
+    }
+
+    // The operator's view.
+    let metrics = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "sluice_parts_written_total{table=\"events\"} 3",
+        "sluice_rows_received_total{table=\"events\"} 300",
+        "sluice_flushes_total{table=\"events\",reason=\"age\"} 3",
+        "sluice_part_rows_bucket{table=\"events\",le=\"100\"} 3",
+    ] {
+        assert!(metrics.contains(line), "missing {line}");
+    }
+    assert!(metrics.contains("sluice_row_wait_seconds_count{table=\"events\"} 3"));
+    let tables: serde_json::Value = client
+        .get(server.url("/v1/tables"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let events = &tables["tables"][0];
+    assert_eq!(events["name"], "events");
+    assert_eq!(events["partition_by"], "service");
+    assert_eq!(events["parts_written"], 3);
+    assert_eq!(events["columns"][0]["type"], "timestamp");
+    let health: serde_json::Value = client
+        .get(server.url("/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

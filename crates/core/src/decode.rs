@@ -1,0 +1,389 @@
+//! Decoding NDJSON bodies into Arrow, all or nothing, with errors that name the line and column.
+//!
+//! The fast path hands the whole body to arrow-json's decoder. Only when that fails does the slow
+//! path go through the body line by line to find the first bad line and say exactly what is wrong
+//! with it, so good inserts pay nothing for good error messages.
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, new_null_array};
+use arrow::datatypes::{Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::json::ReaderBuilder;
+
+use crate::error::DecodeError;
+use crate::name::printable;
+use crate::schema::{TableSchema, json_kind};
+
+/// Rows decoded per Arrow batch inside one insert; larger inserts are concatenated.
+const DECODE_BATCH_ROWS: usize = 8192;
+
+/// Columns shown when an error lists the table's columns.
+const LISTED_COLUMNS: usize = 12;
+
+/// How to decode one insert.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeOptions {
+    /// Keys that are not columns of the table are dropped instead of refused (ClickHouse's
+    /// `input_format_skip_unknown_fields=1`).
+    pub skip_unknown_fields: bool,
+    /// Only these columns may appear (ClickHouse's `INSERT INTO t (a, b)`); the others are
+    /// filled with nulls. `None` means every column may appear.
+    pub columns: Option<Vec<String>>,
+}
+
+/// Yields the non-blank lines of `body` with their 1-based line numbers, without the line end.
+pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    body.split(|b| *b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+}
+
+/// Decodes an NDJSON body into one batch with exactly `schema`'s columns.
+///
+/// Returns a batch with zero rows for an empty body. Any bad row refuses the whole body.
+pub fn decode_ndjson(
+    schema: &TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+) -> Result<RecordBatch, DecodeError> {
+    let target = match &options.columns {
+        None => schema.arrow().clone(),
+        Some(listed) => projected_schema(schema, listed)?,
+    };
+    let batch = match decode_with(&target, body, options.skip_unknown_fields) {
+        Ok(batch) => batch,
+        Err(error) => return Err(explain(schema, &target, body, options, error)),
+    };
+    if options.columns.is_some() {
+        widen(schema, batch)
+    } else {
+        Ok(batch)
+    }
+}
+
+/// The schema of the columns an insert lists, in table order, after checking that every column
+/// left out may be null.
+fn projected_schema(schema: &TableSchema, listed: &[String]) -> Result<SchemaRef, DecodeError> {
+    for name in listed {
+        if schema.column(name).is_none() {
+            return Err(DecodeError::new(
+                None,
+                Some(printable(name)),
+                format!(
+                    "the insert lists a column the table does not have (it has: {})",
+                    column_list(schema)
+                ),
+            ));
+        }
+    }
+    if let Some(missing) = schema
+        .columns()
+        .iter()
+        .find(|c| !c.nullable && !listed.contains(&c.name))
+    {
+        return Err(DecodeError::new(
+            None,
+            Some(missing.name.clone()),
+            "the column is required (not nullable) but the insert's column list leaves it out"
+                .to_owned(),
+        ));
+    }
+    let fields: Vec<_> = schema
+        .arrow()
+        .fields()
+        .iter()
+        .filter(|f| listed.contains(f.name()))
+        .cloned()
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Fills the columns an insert left out with nulls.
+fn widen(schema: &TableSchema, batch: RecordBatch) -> Result<RecordBatch, DecodeError> {
+    let rows = batch.num_rows();
+    let columns = schema
+        .arrow()
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) => column.clone(),
+            None => new_null_array(field.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(schema.arrow().clone(), columns)
+        .map_err(|e| DecodeError::new(None, None, e.to_string()))
+}
+
+fn decode_with(
+    schema: &SchemaRef,
+    body: &[u8],
+    skip_unknown: bool,
+) -> Result<RecordBatch, ArrowError> {
+    // The decoder preallocates its tape for a whole batch (tens of bytes per column per row), so
+    // a one-row insert must not ask for thousands of rows.
+    let lines = body.iter().filter(|b| **b == b'\n').count() + 1;
+    let mut decoder = ReaderBuilder::new(schema.clone())
+        .with_batch_size(lines.min(DECODE_BATCH_ROWS))
+        .with_strict_mode(!skip_unknown)
+        .build_decoder()?;
+    let mut batches = Vec::new();
+    let mut offset = 0;
+    while offset < body.len() {
+        let read = decoder.decode(&body[offset..])?;
+        offset += read;
+        if offset < body.len() || read == 0 {
+            // The decoder stops early only when it holds a full batch.
+            if let Some(batch) = decoder.flush()? {
+                batches.push(batch);
+            }
+        }
+    }
+    if let Some(batch) = decoder.flush()? {
+        batches.push(batch);
+    }
+    match batches.len() {
+        0 => Ok(RecordBatch::new_empty(schema.clone())),
+        1 => Ok(batches.remove(0)),
+        _ => arrow::compute::concat_batches(schema, &batches),
+    }
+}
+
+/// Finds the first bad line and says what is wrong with it.
+fn explain(
+    schema: &TableSchema,
+    target: &SchemaRef,
+    body: &[u8],
+    options: &DecodeOptions,
+    original: ArrowError,
+) -> DecodeError {
+    for (line_no, line) in lines(body) {
+        if let Some(error) = check_line(schema, target, line, options) {
+            return DecodeError {
+                line: Some(line_no),
+                ..error
+            };
+        }
+    }
+    // No single line fails on its own (an object spread over several lines, say): say what the
+    // decoder said.
+    from_arrow(original)
+}
+
+fn check_line(
+    schema: &TableSchema,
+    target: &SchemaRef,
+    line: &[u8],
+    options: &DecodeOptions,
+) -> Option<DecodeError> {
+    let value: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(e) => return Some(DecodeError::new(None, None, format!("invalid JSON: {e}"))),
+    };
+    let serde_json::Value::Object(map) = &value else {
+        return Some(DecodeError::new(
+            None,
+            None,
+            format!("expected a JSON object, found {}", json_kind(&value)),
+        ));
+    };
+    for key in map.keys() {
+        let allowed = target.field_with_name(key).is_ok();
+        if allowed || options.skip_unknown_fields {
+            continue;
+        }
+        let message = if schema.column(key).is_some() {
+            "the column is not in the insert's column list".to_owned()
+        } else {
+            format!("unknown column (the table has: {})", column_list(schema))
+        };
+        return Some(DecodeError::new(None, Some(printable(key)), message));
+    }
+    for field in target.fields().iter().filter(|f| !f.is_nullable()) {
+        match map.get(field.name()) {
+            None => {
+                return Some(DecodeError::new(
+                    None,
+                    Some(field.name().clone()),
+                    "the column is required (not nullable) but the row leaves it out".to_owned(),
+                ));
+            }
+            Some(serde_json::Value::Null) => {
+                return Some(DecodeError::new(
+                    None,
+                    Some(field.name().clone()),
+                    "the column is required (not nullable) but the row sends null".to_owned(),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    decode_with(target, line, options.skip_unknown_fields)
+        .err()
+        .map(from_arrow)
+}
+
+/// Turns arrow-json's message into a field and a message.
+fn from_arrow(error: ArrowError) -> DecodeError {
+    let text = match error {
+        ArrowError::JsonError(text) => text,
+        other => other.to_string(),
+    };
+    // arrow-json nests "whilst decoding field 'a': " once per level; the innermost names the
+    // column.
+    let mut rest = text.as_str();
+    let mut field = None;
+    while let Some(after) = rest.strip_prefix("whilst decoding field '") {
+        if let Some(end) = after.find("': ") {
+            field = Some(after[..end].to_owned());
+            rest = &after[end + 3..];
+        } else {
+            break;
+        }
+    }
+    DecodeError::new(None, field, rest.to_owned())
+}
+
+fn column_list(schema: &TableSchema) -> String {
+    let names: Vec<&str> = schema
+        .columns()
+        .iter()
+        .take(LISTED_COLUMNS)
+        .map(|c| c.name.as_str())
+        .collect();
+    let more = schema.columns().len().saturating_sub(LISTED_COLUMNS);
+    if more > 0 {
+        format!("{} and {more} more", names.join(", "))
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{AsArray, Int64Array};
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::schema::{Column, ColumnType};
+
+    fn schema() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("name", ColumnType::String),
+            Column::new("ts", ColumnType::Timestamp),
+        ])
+        .unwrap()
+    }
+
+    fn decode(body: &str) -> Result<RecordBatch, DecodeError> {
+        decode_ndjson(&schema(), body.as_bytes(), &DecodeOptions::default())
+    }
+
+    #[test]
+    fn decodes_rows_and_blank_lines() {
+        let batch =
+            decode("{\"id\":1,\"name\":\"a\"}\n\n{\"id\":2,\"ts\":\"2026-11-29T12:00:00Z\"}\r\n")
+                .unwrap();
+        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>(),
+            &Int64Array::from(vec![1, 2])
+        );
+        assert!(batch.column(1).is_null(1));
+    }
+
+    #[test]
+    fn large_bodies_span_several_decoder_batches() {
+        let body: String = (0..20_000).map(|i| format!("{{\"id\":{i}}}\n")).collect();
+        let batch = decode(&body).unwrap();
+        assert_eq!(batch.num_rows(), 20_000);
+        let ids = batch.column(0).as_primitive::<Int64Type>();
+        assert_eq!(ids.value(19_999), 19_999);
+    }
+
+    #[test]
+    fn empty_body_is_zero_rows() {
+        assert_eq!(decode("").unwrap().num_rows(), 0);
+        assert_eq!(decode("\n \n").unwrap().num_rows(), 0);
+    }
+
+    #[test]
+    fn bad_json_names_the_line() {
+        let err = decode("{\"id\":1}\n{\"id\":2\n{\"id\":3}").unwrap_err();
+        assert_eq!(err.line, Some(2));
+        assert!(err.message.starts_with("invalid JSON"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_field() {
+        let err = decode("{\"id\":1}\n{\"id\":1}\n{\"id\":\"abc\"}").unwrap_err();
+        assert_eq!((err.line, err.field.as_deref()), (Some(3), Some("id")));
+        assert!(
+            err.to_string().starts_with("line 3, column 'id': "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_column_is_refused_unless_skipped() {
+        let err = decode("{\"id\":1,\"nope\":2}").unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("nope"));
+        assert!(err.message.contains("unknown column"), "{err}");
+        let options = DecodeOptions {
+            skip_unknown_fields: true,
+            ..Default::default()
+        };
+        let batch = decode_ndjson(&schema(), b"{\"id\":1,\"nope\":2}", &options).unwrap();
+        assert_eq!(batch.num_rows(), 1);
+    }
+
+    #[test]
+    fn missing_required_column_is_refused() {
+        let err = decode("{\"id\":1}\n{\"name\":\"x\"}").unwrap_err();
+        assert_eq!((err.line, err.field.as_deref()), (Some(2), Some("id")));
+        let err = decode("{\"id\":null}").unwrap_err();
+        assert!(err.message.contains("sends null"), "{err}");
+    }
+
+    #[test]
+    fn not_an_object_is_refused() {
+        let err = decode("[1,2]").unwrap_err();
+        assert_eq!(err.line, Some(1));
+        assert!(err.message.contains("an array"), "{err}");
+    }
+
+    #[test]
+    fn column_list_restricts_keys_and_fills_nulls() {
+        let options = DecodeOptions {
+            columns: Some(vec!["id".into(), "name".into()]),
+            ..Default::default()
+        };
+        let batch = decode_ndjson(&schema(), b"{\"id\":1,\"name\":\"a\"}", &options).unwrap();
+        assert_eq!(batch.schema(), *schema().arrow());
+        assert!(batch.column(2).is_null(0));
+        let err =
+            decode_ndjson(&schema(), b"{\"id\":1,\"ts\":\"2026-01-01\"}", &options).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("ts"));
+        assert!(err.message.contains("column list"), "{err}");
+    }
+
+    #[test]
+    fn column_list_must_keep_required_columns() {
+        let options = DecodeOptions {
+            columns: Some(vec!["name".into()]),
+            ..Default::default()
+        };
+        let err = decode_ndjson(&schema(), b"{\"name\":\"a\"}", &options).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("id"));
+    }
+
+    #[test]
+    fn out_of_range_number_is_refused() {
+        let schema = TableSchema::new(vec![Column::new("small", ColumnType::Int8)]).unwrap();
+        let err =
+            decode_ndjson(&schema, b"{\"small\":300}", &DecodeOptions::default()).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("small"));
+    }
+}

@@ -1,0 +1,93 @@
+//! The core's error types. Messages are lower-case, say what and where, and never print `Debug`.
+
+use std::fmt;
+
+/// A table or column name that sluice refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// The name is empty.
+    #[error("name is empty")]
+    Empty,
+    /// The name is longer than the limit.
+    #[error("name '{name}' is {len} characters long; at most {max} are allowed")]
+    TooLong {
+        /// The name, escaped and shortened for display.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The name has a character outside `[A-Za-z0-9_]` or starts with a digit.
+    #[error("name '{name}' is not allowed: use letters, digits and '_', not starting with a digit")]
+    Invalid {
+        /// The name, escaped and shortened for display.
+        name: String,
+    },
+}
+
+/// A configuration value that is zero, out of range, or contradicts another.
+///
+/// `field` is the dotted path of the setting as it is written in the config file, so the user can
+/// find it (`tables.events.flush.max_rows`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid config: {field}: {reason}")]
+pub struct ConfigError {
+    /// The setting, as a dotted path.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// A new error for `field`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The same error with `prefix.` put in front of its field path.
+    pub fn within(mut self, prefix: &str) -> Self {
+        self.field = format!("{prefix}.{}", self.field);
+        self
+    }
+}
+
+/// Why an insert's rows were refused. The whole insert is refused: sluice never keeps part of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecodeError {
+    /// 1-based line of the body where the problem is, when it is known.
+    pub line: Option<usize>,
+    /// The column involved, when there is one.
+    pub field: Option<String>,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+impl DecodeError {
+    pub(crate) fn new(line: Option<usize>, field: Option<String>, message: String) -> Self {
+        Self {
+            line,
+            field,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.line, &self.field) {
+            (Some(line), Some(field)) => write!(f, "line {line}, column '{field}': ")?,
+            (Some(line), None) => write!(f, "line {line}: ")?,
+            (None, Some(field)) => write!(f, "column '{field}': ")?,
+            (None, None) => {}
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DecodeError {}

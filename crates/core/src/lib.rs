@@ -1,0 +1,39 @@
+//! sluice's core: everything about batching that needs no clock, no files and no network.
+//!
+//! # Layout
+//!
+//! - [`name`]: validated table names (they become folder names and SQL identifiers).
+//! - [`schema`]: column types, table schemas, schema inference from a first insert.
+//! - [`decode`]: NDJSON to Arrow, all or nothing, with errors naming line and column.
+//! - [`partition`]: which partition each row belongs to, and splitting a batch by partition.
+//! - [`table`]: a table's validated definition and sort key.
+//! - [`policy`]: when a batch is full, as configured and as validated.
+//! - [`batcher`]: the per-(table, partition) state machine; time is passed in.
+//! - [`sink`]: the contract every store implements, and the catalog of table definitions.
+//! - [`retry`]: capped exponential backoff with jitter, as arithmetic.
+//!
+//! Architecture invariant: this crate does no I/O and knows no tokio. Everything here is
+//! deterministic given its inputs, which is what makes it testable with controlled time.
+
+pub mod batcher;
+pub mod decode;
+pub mod error;
+pub mod name;
+pub mod partition;
+pub mod policy;
+pub mod retry;
+pub mod schema;
+pub mod sink;
+pub mod table;
+
+pub use batcher::{Batcher, Sealed};
+pub use decode::{DecodeOptions, decode_ndjson};
+pub use error::{ConfigError, DecodeError, NameError};
+pub use name::TableName;
+pub use partition::{PartitionKey, PartitionSpec};
+pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
+pub use schema::{Column, ColumnType, TableSchema};
+pub use sink::{
+    Catalog, CatalogError, FlushBatch, FlushId, Landed, Sink, SinkError, SinkErrorKind,
+};
+pub use table::{TableDef, TableLayout};

@@ -1,0 +1,439 @@
+//! Column types, table schemas, and schema inference from a first insert.
+//!
+//! sluice keeps a small set of scalar column types with names users write in the config file.
+//! ClickHouse's spellings (`Int64`, `String`, `DateTime`, `Nullable(T)`) are accepted as aliases so
+//! a ClickHouse table definition can be carried over as it is.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ConfigError, DecodeError};
+use crate::name::printable;
+
+/// The longest column name sluice accepts, in bytes.
+pub const MAX_COLUMN_NAME_LEN: usize = 256;
+
+/// The time zone stamped on timestamp columns: timestamps are instants, stored in UTC. Written as
+/// an offset, which arrow parses without a time zone database.
+pub const TIMESTAMP_TZ: &str = "+00:00";
+
+/// A column's type. Every type maps to one Arrow type and back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+#[non_exhaustive]
+pub enum ColumnType {
+    /// `bool`: JSON `true` / `false`.
+    Bool,
+    /// `int8`
+    Int8,
+    /// `int16`
+    Int16,
+    /// `int32`
+    Int32,
+    /// `int64`
+    Int64,
+    /// `uint8`
+    UInt8,
+    /// `uint16`
+    UInt16,
+    /// `uint32`
+    UInt32,
+    /// `uint64`
+    UInt64,
+    /// `float32`
+    Float32,
+    /// `float64`
+    Float64,
+    /// `string`: UTF-8 text.
+    String,
+    /// `date`: a calendar day, from `"YYYY-MM-DD"`.
+    Date,
+    /// `timestamp`: microseconds since the epoch in UTC, from RFC 3339 text
+    /// (`"2026-11-29T12:00:00Z"`, `"2026-11-29 12:00:00"`) or an integer count of microseconds.
+    Timestamp,
+}
+
+impl ColumnType {
+    /// Every type, in the order the docs list them.
+    pub const ALL: [ColumnType; 14] = [
+        Self::Bool,
+        Self::Int8,
+        Self::Int16,
+        Self::Int32,
+        Self::Int64,
+        Self::UInt8,
+        Self::UInt16,
+        Self::UInt32,
+        Self::UInt64,
+        Self::Float32,
+        Self::Float64,
+        Self::String,
+        Self::Date,
+        Self::Timestamp,
+    ];
+
+    /// The name used in config files and error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bool => "bool",
+            Self::Int8 => "int8",
+            Self::Int16 => "int16",
+            Self::Int32 => "int32",
+            Self::Int64 => "int64",
+            Self::UInt8 => "uint8",
+            Self::UInt16 => "uint16",
+            Self::UInt32 => "uint32",
+            Self::UInt64 => "uint64",
+            Self::Float32 => "float32",
+            Self::Float64 => "float64",
+            Self::String => "string",
+            Self::Date => "date",
+            Self::Timestamp => "timestamp",
+        }
+    }
+
+    /// Parses a type name; the second value is true when it was written `Nullable(T)`.
+    pub fn parse(text: &str) -> Result<(ColumnType, bool), String> {
+        let text = text.trim();
+        if let Some(inner) = text
+            .strip_prefix("Nullable(")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            return Self::parse(inner).map(|(ty, _)| (ty, true));
+        }
+        let ty = match text {
+            "bool" | "boolean" | "Bool" => Self::Bool,
+            "int8" | "Int8" => Self::Int8,
+            "int16" | "Int16" => Self::Int16,
+            "int32" | "Int32" => Self::Int32,
+            "int64" | "Int64" => Self::Int64,
+            "uint8" | "UInt8" => Self::UInt8,
+            "uint16" | "UInt16" => Self::UInt16,
+            "uint32" | "UInt32" => Self::UInt32,
+            "uint64" | "UInt64" => Self::UInt64,
+            "float32" | "Float32" => Self::Float32,
+            "float64" | "Float64" => Self::Float64,
+            "string" | "String" => Self::String,
+            "date" | "Date" => Self::Date,
+            "timestamp" | "DateTime" | "DateTime64" => Self::Timestamp,
+            other => {
+                let known: Vec<&str> = Self::ALL.iter().map(|t| t.name()).collect();
+                return Err(format!(
+                    "unknown column type '{}'; known types: {}",
+                    printable(other),
+                    known.join(", ")
+                ));
+            }
+        };
+        Ok((ty, false))
+    }
+
+    /// The Arrow type rows of this column are decoded into.
+    pub fn arrow_type(self) -> DataType {
+        match self {
+            Self::Bool => DataType::Boolean,
+            Self::Int8 => DataType::Int8,
+            Self::Int16 => DataType::Int16,
+            Self::Int32 => DataType::Int32,
+            Self::Int64 => DataType::Int64,
+            Self::UInt8 => DataType::UInt8,
+            Self::UInt16 => DataType::UInt16,
+            Self::UInt32 => DataType::UInt32,
+            Self::UInt64 => DataType::UInt64,
+            Self::Float32 => DataType::Float32,
+            Self::Float64 => DataType::Float64,
+            Self::String => DataType::Utf8,
+            Self::Date => DataType::Date32,
+            Self::Timestamp => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(TIMESTAMP_TZ.into()))
+            }
+        }
+    }
+
+    /// The column type for an Arrow type, when sluice has one.
+    pub fn from_arrow(data_type: &DataType) -> Option<ColumnType> {
+        Self::ALL
+            .into_iter()
+            .find(|ty| &ty.arrow_type() == data_type)
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl TryFrom<String> for ColumnType {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        match Self::parse(&text)? {
+            (ty, false) => Ok(ty),
+            (_, true) => Err("write Nullable(T) as the column's `nullable = true`".to_owned()),
+        }
+    }
+}
+
+impl From<ColumnType> for String {
+    fn from(ty: ColumnType) -> Self {
+        ty.name().to_owned()
+    }
+}
+
+/// One column of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Column {
+    /// The column's name, as it appears as a JSON key.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    /// Whether rows may leave it out or send `null`. Defaults to true.
+    #[serde(default = "default_nullable")]
+    pub nullable: bool,
+}
+
+fn default_nullable() -> bool {
+    true
+}
+
+impl Column {
+    /// A nullable column.
+    pub fn new(name: impl Into<String>, ty: ColumnType) -> Self {
+        Self {
+            name: name.into(),
+            ty,
+            nullable: true,
+        }
+    }
+
+    /// The same column, not nullable.
+    pub fn required(mut self) -> Self {
+        self.nullable = false;
+        self
+    }
+}
+
+/// A table's columns, in order, with the Arrow schema they make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    columns: Vec<Column>,
+    arrow: SchemaRef,
+}
+
+impl TableSchema {
+    /// Checks the columns (at least one, names valid and unique) and builds the Arrow schema.
+    pub fn new(columns: Vec<Column>) -> Result<Self, ConfigError> {
+        if columns.is_empty() {
+            return Err(ConfigError::new(
+                "columns",
+                "a table needs at least one column",
+            ));
+        }
+        for (i, column) in columns.iter().enumerate() {
+            check_column_name(&column.name)
+                .map_err(|reason| ConfigError::new(format!("columns[{i}].name"), reason))?;
+            if columns[..i].iter().any(|c| c.name == column.name) {
+                return Err(ConfigError::new(
+                    format!("columns[{i}].name"),
+                    format!("column '{}' is declared twice", column.name),
+                ));
+            }
+        }
+        let fields: Vec<Field> = columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.ty.arrow_type(), c.nullable))
+            .collect();
+        Ok(Self {
+            columns,
+            arrow: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    /// The columns in order.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// The Arrow schema rows are decoded into.
+    pub fn arrow(&self) -> &SchemaRef {
+        &self.arrow
+    }
+
+    /// Infers a schema from the first insert into an auto-created table.
+    ///
+    /// Every line is read, so a column that holds `1` in one row and `1.5` in another becomes
+    /// `float64`. Inferred columns are nullable. Nested values (arrays, objects) are refused with a
+    /// message that points at the line: such tables must be declared in the config.
+    pub fn infer(body: &[u8]) -> Result<TableSchema, DecodeError> {
+        let mut values = Vec::new();
+        for (line_no, line) in crate::decode::lines(body) {
+            let value: serde_json::Value = serde_json::from_slice(line)
+                .map_err(|e| DecodeError::new(Some(line_no), None, format!("invalid JSON: {e}")))?;
+            match &value {
+                serde_json::Value::Object(map) => {
+                    for (key, field) in map {
+                        if field.is_array() || field.is_object() {
+                            return Err(DecodeError::new(
+                                Some(line_no),
+                                Some(printable(key)),
+                                "nested values (arrays, objects) are not supported in \
+                                 auto-created tables; declare the table in the config"
+                                    .to_owned(),
+                            ));
+                        }
+                        if let Err(reason) = check_column_name(key) {
+                            return Err(DecodeError::new(
+                                Some(line_no),
+                                Some(printable(key)),
+                                reason,
+                            ));
+                        }
+                    }
+                }
+                other => {
+                    return Err(DecodeError::new(
+                        Some(line_no),
+                        None,
+                        format!("expected a JSON object, found {}", json_kind(other)),
+                    ));
+                }
+            }
+            values.push(value);
+        }
+        if values.is_empty() {
+            return Err(DecodeError::new(
+                None,
+                None,
+                "the first insert into a new table must carry at least one row".to_owned(),
+            ));
+        }
+        let inferred = arrow::json::reader::infer_json_schema_from_iterator(values.iter().map(Ok))
+            .map_err(|e| DecodeError::new(None, None, format!("cannot infer a schema: {e}")))?;
+        let columns = inferred
+            .fields()
+            .iter()
+            .map(|field| {
+                let ty = match field.data_type() {
+                    DataType::Null => ColumnType::String,
+                    other => ColumnType::from_arrow(other).ok_or_else(|| {
+                        DecodeError::new(
+                            None,
+                            Some(field.name().clone()),
+                            format!("cannot infer a column type from values of type {other}"),
+                        )
+                    })?,
+                };
+                Ok(Column::new(field.name().clone(), ty))
+            })
+            .collect::<Result<Vec<_>, DecodeError>>()?;
+        TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))
+    }
+}
+
+/// Checks a column name: non-empty, at most [`MAX_COLUMN_NAME_LEN`] bytes, no control characters.
+///
+/// Column names are looser than table names (`user-id` and `@timestamp` are fine) because they
+/// never become paths on their own; partition columns, which do, are checked again by
+/// [`crate::partition::PartitionSpec`].
+pub fn check_column_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("column name is empty".to_owned());
+    }
+    if name.len() > MAX_COLUMN_NAME_LEN {
+        return Err(format!(
+            "column name '{}' is {} bytes long; at most {MAX_COLUMN_NAME_LEN} are allowed",
+            printable(name),
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!(
+            "column name '{}' has a control character",
+            printable(name)
+        ));
+    }
+    Ok(())
+}
+
+/// A word for the kind of a JSON value, for error messages.
+pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names_round_trip() {
+        for ty in ColumnType::ALL {
+            assert_eq!(ColumnType::parse(ty.name()).unwrap(), (ty, false));
+            assert_eq!(ColumnType::from_arrow(&ty.arrow_type()), Some(ty));
+        }
+        assert_eq!(
+            ColumnType::parse("Nullable(DateTime)").unwrap(),
+            (ColumnType::Timestamp, true)
+        );
+        assert!(ColumnType::parse("decimal").is_err());
+    }
+
+    #[test]
+    fn schema_refuses_duplicates_and_empty() {
+        assert!(TableSchema::new(vec![]).is_err());
+        let err = TableSchema::new(vec![
+            Column::new("a", ColumnType::Int64),
+            Column::new("a", ColumnType::String),
+        ])
+        .unwrap_err();
+        assert_eq!(err.field, "columns[1].name");
+    }
+
+    #[test]
+    fn infers_widest_type_over_all_lines() {
+        let schema =
+            TableSchema::infer(b"{\"a\":1,\"b\":\"x\"}\n{\"a\":1.5,\"c\":true}\n").unwrap();
+        let types: Vec<_> = schema
+            .columns()
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("a", ColumnType::Float64),
+                ("b", ColumnType::String),
+                ("c", ColumnType::Bool)
+            ]
+        );
+    }
+
+    #[test]
+    fn inference_refuses_nested_values_with_line() {
+        let err = TableSchema::infer(b"{\"a\":1}\n\n{\"tags\":[1]}").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.field.as_deref(), Some("tags"));
+    }
+
+    #[test]
+    fn inference_needs_a_row() {
+        assert!(TableSchema::infer(b"\n  \n").is_err());
+    }
+}

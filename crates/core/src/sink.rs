@@ -1,0 +1,172 @@
+//! The contract between the pipeline and the stores: [`Sink`] lands sealed batches, [`Catalog`]
+//! remembers table definitions.
+//!
+//! A sink receives one Arrow batch per (table, partition) flush, already sorted by the table's
+//! sort key, with a [`FlushId`] that names it deterministically. It either lands the whole batch
+//! or returns an error saying whether trying again can help. It never lands part of a batch.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use arrow::array::RecordBatch;
+
+use crate::name::TableName;
+use crate::partition::PartitionKey;
+use crate::table::{TableDef, TableLayout};
+
+/// A boxed future that can cross threads; what [`Sink`] methods return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The identity of one flush: which table and partition, and the range of insert sequence
+/// numbers whose rows it carries. The same rows flushed again get the same identity, which is what
+/// lets a store recognise a batch it already holds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlushId {
+    /// The table.
+    pub table: TableName,
+    /// The partition.
+    pub partition: PartitionKey,
+    /// Lowest insert sequence number in the flush.
+    pub first_seq: u64,
+    /// Highest insert sequence number in the flush.
+    pub last_seq: u64,
+}
+
+impl fmt::Display for FlushId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}-{}",
+            self.table, self.partition, self.first_seq, self.last_seq
+        )
+    }
+}
+
+/// One flush handed to a sink.
+#[derive(Debug)]
+pub struct FlushBatch<'a> {
+    /// The table's definition.
+    pub table: &'a TableDef,
+    /// Which flush this is.
+    pub id: FlushId,
+    /// The rows, sorted by the table's sort key.
+    pub batch: RecordBatch,
+}
+
+/// What a sink reports after landing a flush.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Landed {
+    /// Parts (files, transactions, inserts) created.
+    pub parts: u64,
+    /// Bytes written to the store, when the sink can tell.
+    pub bytes: u64,
+}
+
+/// Whether a failed write may succeed if tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SinkErrorKind {
+    /// A passing fault: connection refused, timeout, disk full, too many parts. Try again.
+    Retriable,
+    /// The batch itself can never land here: schema mismatch, constraint violation.
+    Permanent,
+}
+
+/// A sink's failure, classified.
+#[derive(Debug, thiserror::Error)]
+#[error("{sink} sink: {message}")]
+pub struct SinkError {
+    /// Whether trying again can help.
+    pub kind: SinkErrorKind,
+    /// The sink's name.
+    pub sink: &'static str,
+    /// What went wrong, in the store's words where it gave any.
+    pub message: String,
+    /// The underlying error.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl SinkError {
+    /// A failure worth retrying.
+    pub fn retriable(sink: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind: SinkErrorKind::Retriable,
+            sink,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure retrying cannot fix.
+    pub fn permanent(sink: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind: SinkErrorKind::Permanent,
+            sink,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with its cause attached.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Whether trying again may help.
+    pub fn is_retriable(&self) -> bool {
+        self.kind == SinkErrorKind::Retriable
+    }
+}
+
+/// A store that lands batches.
+pub trait Sink: Send + Sync + 'static {
+    /// A short name for logs and metrics (`lake`, `sqlite`).
+    fn name(&self) -> &'static str;
+
+    /// Makes the store ready for a table (a folder, a `CREATE TABLE`). Idempotent.
+    fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>>;
+
+    /// Lands one flush, all of it or none of it. When it returns `Ok`, the rows are committed in
+    /// the store as durably as the store allows (for the lake: fsynced).
+    fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>>;
+}
+
+/// A catalog failure: the definitions could not be read or stored.
+#[derive(Debug, thiserror::Error)]
+#[error("catalog: {message}")]
+pub struct CatalogError {
+    /// What went wrong and where.
+    pub message: String,
+    /// The underlying error.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl CatalogError {
+    /// A new error.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error with its cause attached.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+}
+
+/// Where the layouts of auto-created tables are kept, so a table's schema stays fixed across
+/// restarts. Calls are rare (start-up, a table's first insert) and may block.
+pub trait Catalog: Send + Sync + 'static {
+    /// Every stored table.
+    fn load(&self) -> Result<Vec<(TableName, TableLayout)>, CatalogError>;
+
+    /// Stores a table's layout durably before the table takes its first rows.
+    fn store(&self, name: &TableName, layout: &TableLayout) -> Result<(), CatalogError>;
+}

@@ -1,0 +1,173 @@
+//! Synthetic API events, as in seed 000: timestamp, service, endpoint, status, latency, response
+//! bytes, request id and user id, in time order, from a fixed seed.
+//!
+//! The same seed always yields the same events (within one build of sluice).
+
+use std::io::Write;
+
+use chrono::{DateTime, SecondsFormat};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Services events come from.
+pub const SERVICES: [&str; 8] = [
+    "api", "auth", "billing", "search", "checkout", "catalog", "profile", "notify",
+];
+
+/// Endpoints called.
+pub const ENDPOINTS: [&str; 12] = [
+    "/v1/items",
+    "/v1/items/{id}",
+    "/v1/users/{id}",
+    "/v1/login",
+    "/v1/logout",
+    "/v1/cart",
+    "/v1/cart/items",
+    "/v1/orders",
+    "/v1/orders/{id}",
+    "/v1/search",
+    "/v1/recommendations",
+    "/v1/health",
+];
+
+/// One event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Microseconds since the epoch.
+    pub ts_micros: i64,
+    /// Index into [`SERVICES`].
+    pub service: &'static str,
+    /// Index into [`ENDPOINTS`].
+    pub endpoint: &'static str,
+    /// HTTP status.
+    pub status: u16,
+    /// Latency in milliseconds.
+    pub latency_ms: f64,
+    /// Response bytes.
+    pub bytes: i64,
+    /// A 128-bit request id as 32 hex digits.
+    pub request_id: u128,
+    /// The user.
+    pub user_id: i64,
+}
+
+/// Generates events in time order.
+#[derive(Debug, Clone)]
+pub struct EventGen {
+    rng: SmallRng,
+    ts_micros: i64,
+}
+
+/// 2026-01-01T00:00:00Z, where generated time starts.
+pub const START_MICROS: i64 = 1_767_225_600_000_000;
+
+impl EventGen {
+    /// A generator from `seed`, starting at [`START_MICROS`].
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rng: SmallRng::seed_from_u64(seed),
+            ts_micros: START_MICROS,
+        }
+    }
+
+    /// The next event; time moves forward 0 to 2 ms per event.
+    pub fn next_event(&mut self) -> Event {
+        let rng = &mut self.rng;
+        self.ts_micros += rng.random_range(0..2_000);
+        // Skewed choices: a few services and endpoints get most of the traffic.
+        let service = SERVICES[skewed(rng, SERVICES.len())];
+        let endpoint = ENDPOINTS[skewed(rng, ENDPOINTS.len())];
+        let status = match rng.random_range(0..1000) {
+            0..=939 => 200,
+            940..=959 => 201,
+            960..=979 => 404,
+            980..=994 => 400,
+            _ => 500,
+        };
+        let latency_ms = (rng.random_range(1.0f64..50.0) * rng.random_range(1.0f64..4.0) * 100.0)
+            .round()
+            / 100.0;
+        Event {
+            ts_micros: self.ts_micros,
+            service,
+            endpoint,
+            status,
+            latency_ms,
+            bytes: rng.random_range(64..65_536),
+            request_id: rng.random(),
+            user_id: rng.random_range(1..100_000),
+        }
+    }
+}
+
+fn skewed(rng: &mut SmallRng, n: usize) -> usize {
+    let a = rng.random_range(0..n);
+    let b = rng.random_range(0..n);
+    a.min(b)
+}
+
+impl Event {
+    /// Writes the event as one NDJSON line with an extra unique `id` column, the timestamp as
+    /// RFC 3339 UTC text with microseconds.
+    pub fn write_ndjson(&self, id: u64, out: &mut Vec<u8>) {
+        let ts = DateTime::from_timestamp_micros(self.ts_micros)
+            .unwrap_or_default()
+            .to_rfc3339_opts(SecondsFormat::Micros, true);
+        let _ = writeln!(
+            out,
+            "{{\"id\":{id},\"ts\":\"{ts}\",\"service\":\"{}\",\"endpoint\":\"{}\",\"status\":{},\
+             \"latency_ms\":{:.2},\"bytes\":{},\"request_id\":\"{:032x}\",\"user_id\":{}}}",
+            self.service,
+            self.endpoint,
+            self.status,
+            self.latency_ms,
+            self.bytes,
+            self.request_id,
+            self.user_id
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_events() {
+        let a: Vec<Event> = {
+            let mut g = EventGen::new(42);
+            (0..1000).map(|_| g.next_event()).collect()
+        };
+        let mut g = EventGen::new(42);
+        let b: Vec<Event> = (0..1000).map(|_| g.next_event()).collect();
+        assert_eq!(a, b);
+        let mut other = EventGen::new(43);
+        assert_ne!(other.next_event(), a[0]);
+    }
+
+    #[test]
+    fn time_moves_forward() {
+        let mut g = EventGen::new(1);
+        let mut last = 0;
+        for _ in 0..10_000 {
+            let e = g.next_event();
+            assert!(e.ts_micros >= last);
+            last = e.ts_micros;
+        }
+    }
+
+    #[test]
+    fn ndjson_line_is_valid_json() {
+        let mut out = Vec::new();
+        EventGen::new(7).next_event().write_ndjson(99, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["id"], 99);
+        assert!(
+            v["ts"]
+                .as_str()
+                .unwrap()
+                .starts_with("2026-01-01T00:00:00.")
+        );
+        assert_eq!(v["request_id"].as_str().unwrap().len(), 32);
+    }
+}

@@ -1,0 +1,83 @@
+//! The pipeline's settings, each default a documented constant.
+
+use std::time::Duration;
+
+use sluice_core::retry::Backoff;
+use sluice_core::{ConfigError, FlushPolicy};
+
+/// Arrow memory all tables may buffer together: room for several tables' full default batches
+/// (64 MiB each) while staying a small share of a typical host.
+pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 512 * 1024 * 1024;
+
+/// How long a `committed` insert waits for its batch to land before it is answered 503: long
+/// enough to ride out a store's brief hiccup, short enough for clients' own timeouts.
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long shutdown keeps retrying flushes that fail before it gives up and reports the rows it
+/// could not land.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the pipeline runs.
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    /// Arrow memory all tables may buffer together, in bytes.
+    pub max_buffer_bytes: u64,
+    /// Create unknown tables from their first insert.
+    pub auto_create: bool,
+    /// The flush policy of auto-created tables.
+    pub default_policy: FlushPolicy,
+    /// How long a `committed` insert waits for its batch to land.
+    pub ack_timeout: Duration,
+    /// How long shutdown retries failing flushes.
+    pub shutdown_timeout: Duration,
+    /// Waits between retries of a failed flush.
+    pub backoff: Backoff,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            auto_create: true,
+            default_policy: FlushPolicy::default(),
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Checks that a table's policy agrees with the pipeline's limits. `field` is where the
+    /// policy is written in config, for the error.
+    pub fn check_policy(&self, field: &str, policy: &FlushPolicy) -> Result<(), ConfigError> {
+        if self.max_buffer_bytes == 0 {
+            return Err(ConfigError::new(
+                "max_buffer_bytes",
+                "must be greater than zero",
+            ));
+        }
+        if policy.max_bytes() > self.max_buffer_bytes {
+            return Err(ConfigError::new(
+                format!("{field}.max_bytes"),
+                format!(
+                    "{} bytes is more than max_buffer_bytes ({}): the batch could never fill",
+                    policy.max_bytes(),
+                    self.max_buffer_bytes
+                ),
+            ));
+        }
+        if policy.max_age() >= self.ack_timeout {
+            return Err(ConfigError::new(
+                format!("{field}.max_age"),
+                format!(
+                    "{:?} is not shorter than ack_timeout ({:?}): committed inserts at light load \
+                     would time out before their batch flushes",
+                    policy.max_age(),
+                    self.ack_timeout
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Why an insert was not accepted, and why the pipeline could not start.
+
+use std::time::Duration;
+
+use sluice_core::{CatalogError, ConfigError, DecodeError, NameError, SinkError};
+
+/// Why an insert was refused or not confirmed. The server maps each kind to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InsertError {
+    /// The table name is not allowed.
+    #[error("bad table name: {0}")]
+    BadTableName(#[from] NameError),
+    /// The table does not exist and auto-create is off.
+    #[error("table '{0}' does not exist and auto_create is off; declare it in the config")]
+    UnknownTable(String),
+    /// The rows do not fit the table; nothing of the insert was kept.
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+    /// A batch given through the library API has other columns than the table.
+    #[error("the batch does not match table '{table}': {reason}")]
+    SchemaMismatch {
+        /// The table.
+        table: String,
+        /// What differs.
+        reason: String,
+    },
+    /// `ack=durable` was asked for but there is no write-ahead log.
+    #[error("ack=durable needs the write-ahead log, which is not enabled")]
+    DurableNeedsWal,
+    /// The buffer is full; the client should retry after a short wait.
+    #[error("sluice's buffer is full ({used} of {limit} bytes); retry shortly")]
+    Overloaded {
+        /// Bytes buffered.
+        used: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// sluice is shutting down and takes no new rows.
+    #[error("sluice is shutting down")]
+    ShuttingDown,
+    /// The rows were accepted but their batch did not land in time. They stay buffered and will
+    /// land when the store recovers; sending them again may store them twice.
+    #[error(
+        "the rows were accepted but not committed within {0:?}; they stay buffered and will land \
+         when the store recovers (sending them again may store them twice)"
+    )]
+    NotCommittedInTime(Duration),
+    /// The store refused the batch holding these rows for good.
+    #[error("the store refused the batch holding these rows: {0}")]
+    StoreRefused(String),
+    /// The pipeline stopped before the rows were committed.
+    #[error("the rows were not committed: {0}")]
+    NotCommitted(String),
+    /// A new table could not be created.
+    #[error("cannot create table '{table}': {reason}")]
+    CreateFailed {
+        /// The table.
+        table: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Why the pipeline could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A setting is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The catalog could not be read or written.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A sink could not prepare a table.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+}

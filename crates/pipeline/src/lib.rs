@@ -1,0 +1,33 @@
+//! sluice's pipeline: the tokio tasks between the HTTP edge and the stores.
+//!
+//! # Layout
+//!
+//! - `pipeline.rs`: the table registry and the insert path (decode, split, admit, hand over,
+//!   wait); shutdown.
+//! - `writer.rs`: one task per table that buffers, seals, flushes one batch at a time, retries
+//!   with backoff and answers waiters.
+//! - `memory.rs`: the byte budget shared by all buffers.
+//! - `ack.rs`: acknowledgement modes and the waiter a `committed` insert parks on.
+//! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
+//!
+//! Architecture invariants: the pipeline knows no HTTP types; an insert is answered `committed`
+//! only after the sink returned `Ok` for every partition piece of it; memory reserved for rows is
+//! released only when they land (or are refused for good), never to make room.
+
+mod ack;
+mod config;
+mod error;
+mod memory;
+mod pipeline;
+mod stats;
+mod writer;
+
+pub use ack::AckMode;
+pub use config::{
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
+};
+pub use error::{InsertError, StartError};
+pub use memory::MemoryBudget;
+pub use pipeline::{Admission, Insert, Inserted, Pipeline, PipelineBuilder, ShutdownReport};
+pub use stats::{TableInfo, names};
+pub use writer::WriterReport;

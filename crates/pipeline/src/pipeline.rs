@@ -1,0 +1,521 @@
+//! The pipeline: a registry of tables, each with a writer task, and the insert path into them.
+//!
+//! An insert is decoded against its table's schema, split by partition, admitted against the
+//! memory budget, numbered, and handed to the table's writer. `async` inserts are answered once
+//! handed over; `committed` ones wait until every partition piece has landed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use metrics::Counter;
+use sluice_core::{
+    Catalog, Column, ColumnType, DecodeOptions, TableDef, TableName, TableSchema, decode_ndjson,
+};
+use tokio::sync::mpsc::{self, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use crate::ack::{AckMode, Failure, Waiter};
+use crate::config::PipelineConfig;
+use crate::error::{InsertError, StartError};
+use crate::memory::MemoryBudget;
+use crate::stats::{TableInfo, TableStats, names};
+use crate::writer::{Command, InsertMsg, Piece, Writer, WriterReport};
+
+/// Bodies larger than this are decoded on a blocking thread, off the async workers.
+const DECODE_INLINE_MAX: usize = 1024 * 1024;
+
+/// What to do when the memory budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Wait until memory is released (the library API).
+    Wait,
+    /// Refuse at once with [`InsertError::Overloaded`] (the HTTP edge answers 503).
+    Refuse,
+}
+
+/// One NDJSON insert.
+#[derive(Debug, Clone)]
+pub struct Insert<'a> {
+    /// The table name as the client sent it.
+    pub table: &'a str,
+    /// The NDJSON body, already decompressed.
+    pub body: &'a [u8],
+    /// Decoding options (column list, unknown fields).
+    pub options: DecodeOptions,
+    /// When to answer.
+    pub ack: AckMode,
+    /// What to do when the buffer is full.
+    pub admission: Admission,
+}
+
+/// An accepted insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inserted {
+    /// The table.
+    pub table: TableName,
+    /// Rows accepted.
+    pub rows: u64,
+    /// How safe they are now.
+    pub ack: AckMode,
+}
+
+/// What shutdown reports.
+#[derive(Debug, Clone, Default)]
+pub struct ShutdownReport {
+    /// One report per table.
+    pub tables: Vec<WriterReport>,
+}
+
+impl ShutdownReport {
+    /// Rows that were accepted but could not be landed before shutdown gave up.
+    pub fn rows_lost(&self) -> u64 {
+        self.tables.iter().map(|t| t.rows_lost).sum()
+    }
+}
+
+struct TableHandle {
+    def: Arc<TableDef>,
+    sink: &'static str,
+    tx: UnboundedSender<Command>,
+    stats: Arc<TableStats>,
+    rows_received: Counter,
+    bytes_received: Counter,
+    inserts: Counter,
+}
+
+struct Inner {
+    config: PipelineConfig,
+    catalog: Arc<dyn Catalog>,
+    default_sink: Arc<dyn sluice_core::Sink>,
+    tables: RwLock<HashMap<TableName, Arc<TableHandle>>>,
+    creating: tokio::sync::Mutex<()>,
+    memory: Arc<MemoryBudget>,
+    seq: AtomicU64,
+    accepting: AtomicBool,
+    writers: Mutex<Vec<JoinHandle<WriterReport>>>,
+}
+
+/// The running pipeline. Cheap to clone; every clone is the same pipeline.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Inner>,
+}
+
+/// Collects the declared tables before the pipeline starts.
+pub struct PipelineBuilder {
+    config: PipelineConfig,
+    catalog: Arc<dyn Catalog>,
+    default_sink: Arc<dyn sluice_core::Sink>,
+    declared: Vec<(TableDef, Option<Arc<dyn sluice_core::Sink>>)>,
+}
+
+impl PipelineBuilder {
+    /// Declares a table (from the config file), landing in `sink` or the default sink.
+    pub fn table(mut self, def: TableDef, sink: Option<Arc<dyn sluice_core::Sink>>) -> Self {
+        self.declared.push((def, sink));
+        self
+    }
+
+    /// Loads the catalog, prepares every table in its sink and starts the writers.
+    /// Must be called inside a tokio runtime.
+    pub async fn start(self) -> Result<Pipeline, StartError> {
+        let config = self.config;
+        config.check_policy("flush", &config.default_policy)?;
+        for (def, _) in &self.declared {
+            config.check_policy(&format!("tables.{}.flush", def.name()), def.policy())?;
+        }
+        let catalog = self.catalog.clone();
+        let stored = tokio::task::spawn_blocking(move || catalog.load())
+            .await
+            .map_err(|e| sluice_core::CatalogError::new(format!("catalog task failed: {e}")))??;
+
+        let mut tables: Vec<(TableDef, Arc<dyn sluice_core::Sink>)> = Vec::new();
+        for (def, sink) in self.declared {
+            if let Some((_, layout)) = stored.iter().find(|(n, _)| n == def.name())
+                && *layout != def.layout()
+            {
+                tracing::warn!(
+                    table = %def.name(),
+                    "the config changes the table's layout; parts written before keep the old one"
+                );
+            }
+            tables.push((def, sink.unwrap_or_else(|| self.default_sink.clone())));
+        }
+        for (name, layout) in stored {
+            if tables.iter().any(|(d, _)| d.name() == &name) {
+                continue;
+            }
+            let def = TableDef::new(name.clone(), layout, config.default_policy)
+                .map_err(|e| e.within(&format!("stored table {name}")))?;
+            tables.push((def, self.default_sink.clone()));
+        }
+
+        let pipeline = Pipeline {
+            inner: Arc::new(Inner {
+                memory: Arc::new(MemoryBudget::new(config.max_buffer_bytes)),
+                config,
+                catalog: self.catalog,
+                default_sink: self.default_sink,
+                tables: RwLock::new(HashMap::new()),
+                creating: tokio::sync::Mutex::new(()),
+                seq: AtomicU64::new(1),
+                accepting: AtomicBool::new(true),
+                writers: Mutex::new(Vec::new()),
+            }),
+        };
+        for (def, sink) in tables {
+            let catalog = pipeline.inner.catalog.clone();
+            let (name, layout) = (def.name().clone(), def.layout());
+            tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
+                .await
+                .map_err(|e| {
+                    sluice_core::CatalogError::new(format!("catalog task failed: {e}"))
+                })??;
+            sink.create_table(&def).await?;
+            pipeline.register(def, sink);
+        }
+        Ok(pipeline)
+    }
+}
+
+impl Pipeline {
+    /// Starts building a pipeline over `catalog`, landing tables in `default_sink` unless
+    /// declared otherwise.
+    pub fn builder(
+        config: PipelineConfig,
+        catalog: Arc<dyn Catalog>,
+        default_sink: Arc<dyn sluice_core::Sink>,
+    ) -> PipelineBuilder {
+        PipelineBuilder {
+            config,
+            catalog,
+            default_sink,
+            declared: Vec::new(),
+        }
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.inner.config
+    }
+
+    /// Bytes buffered and the limit.
+    pub fn memory(&self) -> (u64, u64) {
+        (self.inner.memory.used(), self.inner.memory.limit())
+    }
+
+    /// Whether new inserts are taken.
+    pub fn is_accepting(&self) -> bool {
+        self.inner.accepting.load(Ordering::Acquire)
+    }
+
+    /// Decodes, buffers and (by its ack mode) waits for one NDJSON insert.
+    pub async fn insert_ndjson(&self, insert: Insert<'_>) -> Result<Inserted, InsertError> {
+        let name = self.precheck(insert.table, insert.ack, insert.admission)?;
+        let handle = self
+            .table_for(&name, || {
+                TableSchema::infer(insert.body).map_err(InsertError::from)
+            })
+            .await?;
+        let batch = if insert.body.len() > DECODE_INLINE_MAX {
+            let schema = handle.def.schema().clone();
+            let body = insert.body.to_vec();
+            let options = insert.options.clone();
+            tokio::task::spawn_blocking(move || decode_ndjson(&schema, &body, &options))
+                .await
+                .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
+        } else {
+            decode_ndjson(handle.def.schema(), insert.body, &insert.options)?
+        };
+        self.submit(
+            &handle,
+            batch,
+            insert.body.len() as u64,
+            insert.ack,
+            insert.admission,
+        )
+        .await
+    }
+
+    /// Buffers and (by its ack mode) waits for one Arrow batch: the library API.
+    ///
+    /// The batch must have exactly the table's columns. A missing table is created from the
+    /// batch's schema when auto-create is on.
+    pub async fn insert_batch(
+        &self,
+        table: &str,
+        batch: RecordBatch,
+        ack: AckMode,
+        admission: Admission,
+    ) -> Result<Inserted, InsertError> {
+        let name = self.precheck(table, ack, admission)?;
+        let handle = self.table_for(&name, || schema_of(table, &batch)).await?;
+        if batch.schema().fields() != handle.def.schema().arrow().fields() {
+            return Err(InsertError::SchemaMismatch {
+                table: table.to_owned(),
+                reason: format!(
+                    "the batch has {:?}, the table has {:?}",
+                    batch.schema().fields(),
+                    handle.def.schema().arrow().fields()
+                ),
+            });
+        }
+        let bytes = batch.get_array_memory_size() as u64;
+        self.submit(&handle, batch, bytes, ack, admission).await
+    }
+
+    /// A snapshot of every table.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let tables = self.read_tables();
+        let mut infos: Vec<TableInfo> = tables
+            .values()
+            .map(|h| TableInfo {
+                name: h.def.name().to_string(),
+                sink: h.sink,
+                layout: h.def.layout(),
+                buffered_rows: TableStats::load(&h.stats.buffered_rows),
+                buffered_bytes: TableStats::load(&h.stats.buffered_bytes),
+                rows_written: TableStats::load(&h.stats.rows_written),
+                parts_written: TableStats::load(&h.stats.parts_written),
+                bytes_written: TableStats::load(&h.stats.bytes_written),
+                failing: h.stats.error(),
+            })
+            .collect();
+        infos.sort_by(|a, b| a.name.cmp(&b.name));
+        infos
+    }
+
+    /// Stops taking inserts, flushes everything buffered and waits for the writers to finish.
+    /// Calling it again waits for nothing and reports nothing.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        {
+            let _creating = self.inner.creating.lock().await;
+            self.inner.accepting.store(false, Ordering::Release);
+            for handle in self.read_tables().values() {
+                let _ = handle.tx.send(Command::Close);
+            }
+        }
+        let writers = match self.inner.writers.lock() {
+            Ok(mut guard) => std::mem::take(&mut *guard),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        let mut report = ShutdownReport::default();
+        for writer in writers {
+            match writer.await {
+                Ok(table) => report.tables.push(table),
+                Err(e) => tracing::error!(error = %e, "a table writer failed"),
+            }
+        }
+        report
+    }
+
+    fn precheck(
+        &self,
+        table: &str,
+        ack: AckMode,
+        admission: Admission,
+    ) -> Result<TableName, InsertError> {
+        if !self.is_accepting() {
+            return Err(InsertError::ShuttingDown);
+        }
+        if ack == AckMode::Durable {
+            return Err(InsertError::DurableNeedsWal);
+        }
+        let name = TableName::new(table)?;
+        let memory = &self.inner.memory;
+        if admission == Admission::Refuse && memory.is_full() {
+            return Err(InsertError::Overloaded {
+                used: memory.used(),
+                limit: memory.limit(),
+            });
+        }
+        Ok(name)
+    }
+
+    async fn submit(
+        &self,
+        handle: &TableHandle,
+        batch: RecordBatch,
+        body_bytes: u64,
+        ack: AckMode,
+        admission: Admission,
+    ) -> Result<Inserted, InsertError> {
+        let rows = batch.num_rows() as u64;
+        let inserted = Inserted {
+            table: handle.def.name().clone(),
+            rows,
+            ack,
+        };
+        if rows == 0 {
+            return Ok(inserted);
+        }
+        let pieces: Vec<Piece> = handle
+            .def
+            .partition()
+            .split(&batch)?
+            .into_iter()
+            .map(|(key, batch)| Piece {
+                bytes: batch.get_array_memory_size() as u64,
+                key,
+                batch,
+            })
+            .collect();
+        let bytes: u64 = pieces.iter().map(|p| p.bytes).sum();
+        let memory = &self.inner.memory;
+        match admission {
+            Admission::Refuse => {
+                if !memory.try_reserve(bytes) {
+                    return Err(InsertError::Overloaded {
+                        used: memory.used(),
+                        limit: memory.limit(),
+                    });
+                }
+            }
+            Admission::Wait => memory.reserve(bytes).await,
+        }
+        let (waiter, outcome) = match ack {
+            AckMode::Committed => {
+                let (waiter, rx) = Waiter::new(pieces.len());
+                (Some(Arc::new(waiter)), Some(rx))
+            }
+            AckMode::Async | AckMode::Durable => (None, None),
+        };
+        let msg = InsertMsg {
+            pieces,
+            seq: self.inner.seq.fetch_add(1, Ordering::Relaxed),
+            arrived: Instant::now(),
+            waiter,
+        };
+        if handle.tx.send(Command::Insert(msg)).is_err() {
+            memory.release(bytes);
+            return Err(InsertError::ShuttingDown);
+        }
+        handle.inserts.increment(1);
+        handle.rows_received.increment(rows);
+        handle.bytes_received.increment(body_bytes);
+        let Some(outcome) = outcome else {
+            return Ok(inserted);
+        };
+        let timeout = self.inner.config.ack_timeout;
+        match tokio::time::timeout(timeout, outcome).await {
+            Ok(Ok(Ok(()))) => Ok(inserted),
+            Ok(Ok(Err(Failure::Refused(reason)))) => Err(InsertError::StoreRefused(reason)),
+            Ok(Ok(Err(Failure::Abandoned(reason)))) => Err(InsertError::NotCommitted(reason)),
+            Ok(Err(_)) => Err(InsertError::NotCommitted(
+                "the pipeline stopped before the batch landed".to_owned(),
+            )),
+            Err(_) => Err(InsertError::NotCommittedInTime(timeout)),
+        }
+    }
+
+    /// The table called `name`, created from `schema()` if it is missing and auto-create is on.
+    async fn table_for(
+        &self,
+        name: &TableName,
+        schema: impl FnOnce() -> Result<TableSchema, InsertError>,
+    ) -> Result<Arc<TableHandle>, InsertError> {
+        if let Some(handle) = self.read_tables().get(name) {
+            return Ok(handle.clone());
+        }
+        if !self.inner.config.auto_create {
+            return Err(InsertError::UnknownTable(name.to_string()));
+        }
+        let _creating = self.inner.creating.lock().await;
+        if let Some(handle) = self.read_tables().get(name) {
+            return Ok(handle.clone());
+        }
+        if !self.is_accepting() {
+            return Err(InsertError::ShuttingDown);
+        }
+        let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy);
+        let create_failed = |reason: String| InsertError::CreateFailed {
+            table: name.to_string(),
+            reason,
+        };
+        let catalog = self.inner.catalog.clone();
+        let (stored_name, layout) = (name.clone(), def.layout());
+        tokio::task::spawn_blocking(move || catalog.store(&stored_name, &layout))
+            .await
+            .map_err(|e| create_failed(e.to_string()))?
+            .map_err(|e| create_failed(e.to_string()))?;
+        let sink = self.inner.default_sink.clone();
+        sink.create_table(&def)
+            .await
+            .map_err(|e| create_failed(e.to_string()))?;
+        tracing::info!(table = %name, columns = def.schema().columns().len(), "table created from its first insert");
+        Ok(self.register(def, sink))
+    }
+
+    fn register(&self, def: TableDef, sink: Arc<dyn sluice_core::Sink>) -> Arc<TableHandle> {
+        let def = Arc::new(def);
+        let stats = Arc::new(TableStats::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = Writer::new(
+            def.clone(),
+            sink.clone(),
+            self.inner.memory.clone(),
+            stats.clone(),
+            self.inner.config.backoff,
+            self.inner.config.shutdown_timeout,
+        );
+        let task = tokio::spawn(writer.run(rx));
+        match self.inner.writers.lock() {
+            Ok(mut guard) => guard.push(task),
+            Err(poisoned) => poisoned.into_inner().push(task),
+        }
+        let table = def.name().to_string();
+        let handle = Arc::new(TableHandle {
+            rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
+            bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
+            inserts: metrics::counter!(names::INSERTS, "table" => table),
+            sink: sink.name(),
+            def,
+            tx,
+            stats,
+        });
+        let mut tables = match self.inner.tables.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        tables.insert(handle.def.name().clone(), handle.clone());
+        handle
+    }
+
+    fn read_tables(&self) -> std::sync::RwLockReadGuard<'_, HashMap<TableName, Arc<TableHandle>>> {
+        match self.inner.tables.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+/// The table schema for an Arrow batch given to [`Pipeline::insert_batch`].
+fn schema_of(table: &str, batch: &RecordBatch) -> Result<TableSchema, InsertError> {
+    let mismatch = |reason: String| InsertError::SchemaMismatch {
+        table: table.to_owned(),
+        reason,
+    };
+    let columns = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let ty = ColumnType::from_arrow(f.data_type()).ok_or_else(|| {
+                mismatch(format!(
+                    "column '{}' has type {}, which sluice has no column type for",
+                    f.name(),
+                    f.data_type()
+                ))
+            })?;
+            Ok(Column {
+                name: f.name().clone(),
+                ty,
+                nullable: f.is_nullable(),
+            })
+        })
+        .collect::<Result<Vec<_>, InsertError>>()?;
+    TableSchema::new(columns).map_err(|e| mismatch(e.to_string()))
+}

@@ -1,0 +1,103 @@
+//! What the pipeline reports about itself: metric names, and per-table counters for
+//! `GET /v1/tables` and `/health`.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+/// Metric names. The server's exporter describes them; everything that records one uses these.
+pub mod names {
+    /// Counter: rows accepted into buffers. Label `table`.
+    pub const ROWS_RECEIVED: &str = "sluice_rows_received_total";
+    /// Counter: request body bytes of accepted inserts. Label `table`.
+    pub const BYTES_RECEIVED: &str = "sluice_bytes_received_total";
+    /// Counter: accepted inserts. Label `table`.
+    pub const INSERTS: &str = "sluice_inserts_total";
+    /// Counter: flushes started, by what filled the batch. Labels `table`, `reason`.
+    pub const FLUSHES: &str = "sluice_flushes_total";
+    /// Counter: parts landed in a store. Label `table`.
+    pub const PARTS_WRITTEN: &str = "sluice_parts_written_total";
+    /// Counter: rows landed in a store. Label `table`.
+    pub const ROWS_WRITTEN: &str = "sluice_rows_written_total";
+    /// Histogram: rows per landed part. Label `table`.
+    pub const PART_ROWS: &str = "sluice_part_rows";
+    /// Histogram: seconds from an insert's arrival to the commit of its rows. Label `table`.
+    pub const ROW_WAIT: &str = "sluice_row_wait_seconds";
+    /// Histogram: seconds a sink took to land one flush. Label `table`.
+    pub const FLUSH_SECONDS: &str = "sluice_flush_duration_seconds";
+    /// Gauge: rows buffered and not yet landed. Label `table`.
+    pub const BUFFERED_ROWS: &str = "sluice_buffered_rows";
+    /// Gauge: Arrow bytes buffered and not yet landed. Label `table`.
+    pub const BUFFERED_BYTES: &str = "sluice_buffered_bytes";
+    /// Gauge: bytes reserved in the shared memory budget.
+    pub const MEMORY_USED: &str = "sluice_memory_used_bytes";
+    /// Gauge: the shared memory budget.
+    pub const MEMORY_LIMIT: &str = "sluice_memory_limit_bytes";
+    /// Counter: failed flush attempts. Labels `table`, `kind` (`retriable`, `permanent`).
+    pub const FLUSH_ERRORS: &str = "sluice_flush_errors_total";
+    /// Counter: rows dropped because a store refused them for good. Label `table`.
+    pub const ROWS_DROPPED: &str = "sluice_rows_dropped_total";
+    /// Counter: inserts refused, by reason. Label `reason`.
+    pub const REJECTED: &str = "sluice_rejected_inserts_total";
+}
+
+/// Live counters of one table, updated by its writer.
+#[derive(Debug, Default)]
+pub(crate) struct TableStats {
+    pub(crate) buffered_rows: AtomicU64,
+    pub(crate) buffered_bytes: AtomicU64,
+    pub(crate) rows_written: AtomicU64,
+    pub(crate) parts_written: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+    pub(crate) failing_since: Mutex<Option<(SystemTime, String)>>,
+}
+
+impl TableStats {
+    pub(crate) fn set_error(&self, error: Option<String>) {
+        let mut guard = match self.failing_since.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match error {
+            None => *guard = None,
+            Some(message) => {
+                let since = guard.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+                *guard = Some((since, message));
+            }
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<(SystemTime, String)> {
+        match self.failing_since.lock() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn load(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// A snapshot of one table for `GET /v1/tables`.
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    /// The table's name.
+    pub name: String,
+    /// The sink it lands in.
+    pub sink: &'static str,
+    /// Its layout: columns, partitioning, sort key.
+    pub layout: sluice_core::TableLayout,
+    /// Rows buffered, not yet landed.
+    pub buffered_rows: u64,
+    /// Arrow bytes buffered, not yet landed.
+    pub buffered_bytes: u64,
+    /// Rows landed since start.
+    pub rows_written: u64,
+    /// Parts landed since start.
+    pub parts_written: u64,
+    /// Bytes landed since start.
+    pub bytes_written: u64,
+    /// When the store started failing for this table and its last error, while it fails.
+    pub failing: Option<(SystemTime, String)>,
+}

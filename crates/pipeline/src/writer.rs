@@ -1,0 +1,509 @@
+//! One writer task per table: buffers, seals, flushes, retries, acknowledges.
+//!
+//! The writer owns the table's batchers (one per partition) and a FIFO of sealed batches. It runs
+//! one flush at a time, in order, so within a partition parts land in insert order. While a flush
+//! runs, inserts keep arriving into fresh buffers.
+//!
+//! A flush that fails with a retriable error goes back to the head of the queue and is tried
+//! again after a capped, jittered backoff; its waiters keep waiting and its memory stays
+//! reserved. When several sealed batches of one partition are queued (a slow or failing store),
+//! they are merged into one flush up to the policy's limits, so an outage does not turn into a
+//! burst of small parts when the store returns.
+//!
+//! On close the writer stops taking messages, drains what was already sent, seals everything and
+//! flushes until the queue is empty or the shutdown timeout passes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use metrics::{Counter, Histogram};
+use sluice_core::retry::Backoff;
+use sluice_core::{
+    Batcher, FlushBatch, FlushId, FlushReason, Landed, PartitionKey, Sealed, Sink, SinkError,
+    TableDef,
+};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::task::JoinHandle;
+
+use crate::ack::{Failure, Waiter};
+use crate::memory::MemoryBudget;
+use crate::stats::{TableStats, names};
+
+/// A message to a table's writer.
+pub(crate) enum Command {
+    /// Rows to buffer.
+    Insert(InsertMsg),
+    /// Stop taking messages, flush everything, exit.
+    Close,
+}
+
+/// One accepted insert, split by partition, its memory already reserved.
+pub(crate) struct InsertMsg {
+    pub(crate) pieces: Vec<Piece>,
+    pub(crate) seq: u64,
+    pub(crate) arrived: Instant,
+    pub(crate) waiter: Option<Arc<Waiter>>,
+}
+
+/// The rows of one insert that fall in one partition.
+pub(crate) struct Piece {
+    pub(crate) key: PartitionKey,
+    pub(crate) batch: RecordBatch,
+    /// Arrow memory reserved for it.
+    pub(crate) bytes: u64,
+}
+
+/// What each buffered insert carries until its rows land.
+#[derive(Debug)]
+pub(crate) struct Token {
+    waiter: Option<Arc<Waiter>>,
+    arrived: Instant,
+}
+
+/// What a writer reports when it exits.
+#[derive(Debug, Clone, Default)]
+pub struct WriterReport {
+    /// The table.
+    pub table: String,
+    /// Rows that could not be landed before shutdown gave up.
+    pub rows_lost: u64,
+    /// The last store error, if the store was failing.
+    pub last_error: Option<String>,
+}
+
+type FlushResult = (Result<Landed, SinkError>, Duration);
+
+/// Messages taken from the channel per wake-up: under load the writer drains a burst at once
+/// instead of being woken for every insert.
+const INBOX: usize = 512;
+
+struct Inflight {
+    key: PartitionKey,
+    sealed: Sealed<Token>,
+    task: JoinHandle<FlushResult>,
+}
+
+struct Instruments {
+    flushes: BTreeMap<&'static str, Counter>,
+    parts: Counter,
+    rows_written: Counter,
+    part_rows: Histogram,
+    row_wait: Histogram,
+    flush_seconds: Histogram,
+    errors_retriable: Counter,
+    errors_permanent: Counter,
+    rows_dropped: Counter,
+}
+
+impl Instruments {
+    fn new(table: &str) -> Self {
+        let t = || table.to_owned();
+        let reasons = [
+            FlushReason::Rows,
+            FlushReason::Bytes,
+            FlushReason::Age,
+            FlushReason::Inserts,
+            FlushReason::Shutdown,
+        ];
+        Self {
+            flushes: reasons
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.as_str(),
+                        metrics::counter!(names::FLUSHES, "table" => t(), "reason" => r.as_str()),
+                    )
+                })
+                .collect(),
+            parts: metrics::counter!(names::PARTS_WRITTEN, "table" => t()),
+            rows_written: metrics::counter!(names::ROWS_WRITTEN, "table" => t()),
+            part_rows: metrics::histogram!(names::PART_ROWS, "table" => t()),
+            row_wait: metrics::histogram!(names::ROW_WAIT, "table" => t()),
+            flush_seconds: metrics::histogram!(names::FLUSH_SECONDS, "table" => t()),
+            errors_retriable: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "retriable"),
+            errors_permanent: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "permanent"),
+            rows_dropped: metrics::counter!(names::ROWS_DROPPED, "table" => t()),
+        }
+    }
+}
+
+/// The state of one table's writer task.
+pub(crate) struct Writer {
+    table: Arc<TableDef>,
+    sink: Arc<dyn Sink>,
+    memory: Arc<MemoryBudget>,
+    stats: Arc<TableStats>,
+    backoff: Backoff,
+    shutdown_timeout: Duration,
+    buffers: BTreeMap<PartitionKey, Batcher<Token>>,
+    queue: VecDeque<(PartitionKey, Sealed<Token>)>,
+    attempt: u32,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+    buffered_rows: u64,
+    buffered_bytes: u64,
+    instruments: Instruments,
+}
+
+impl Writer {
+    pub(crate) fn new(
+        table: Arc<TableDef>,
+        sink: Arc<dyn Sink>,
+        memory: Arc<MemoryBudget>,
+        stats: Arc<TableStats>,
+        backoff: Backoff,
+        shutdown_timeout: Duration,
+    ) -> Self {
+        let instruments = Instruments::new(table.name().as_str());
+        Self {
+            table,
+            sink,
+            memory,
+            stats,
+            backoff,
+            shutdown_timeout,
+            buffers: BTreeMap::new(),
+            queue: VecDeque::new(),
+            attempt: 0,
+            retry_at: None,
+            last_error: None,
+            buffered_rows: 0,
+            buffered_bytes: 0,
+            instruments,
+        }
+    }
+
+    /// Runs until closed (by [`Command::Close`] or every sender gone) and drained.
+    pub(crate) async fn run(mut self, mut rx: UnboundedReceiver<Command>) -> WriterReport {
+        let mut inflight: Option<Inflight> = None;
+        let mut inbox = Vec::with_capacity(INBOX);
+        let mut draining = false;
+        let mut give_up_at: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if inflight.is_none() {
+                inflight = self.start_flush(now);
+            }
+            if draining && inflight.is_none() && self.queue.is_empty() && self.buffers.is_empty() {
+                break;
+            }
+            if give_up_at.is_some_and(|t| now >= t) {
+                return self.give_up(inflight);
+            }
+            let wake = self.next_wake(inflight.is_some(), give_up_at);
+            tokio::select! {
+                result = async { (&mut inflight.as_mut().expect("guarded").task).await }, if inflight.is_some() => {
+                    let done = inflight.take().expect("guarded");
+                    let result = result.unwrap_or_else(|e| {
+                        (Err(SinkError::retriable(self.sink.name(), format!("flush task failed: {e}"))), Duration::ZERO)
+                    });
+                    self.finish(done.key, done.sealed, result);
+                }
+                received = rx.recv_many(&mut inbox, INBOX), if !draining => {
+                    if received == 0 {
+                        // Closed and empty: every sender is gone or Close was received.
+                        draining = true;
+                        give_up_at = Some(Instant::now() + self.shutdown_timeout);
+                        self.seal_all(FlushReason::Shutdown);
+                    }
+                    for command in inbox.drain(..) {
+                        match command {
+                            Command::Insert(msg) => self.accept(msg),
+                            // Refuse new messages; what is already queued is still received.
+                            Command::Close => rx.close(),
+                        }
+                    }
+                }
+                () = sleep_until(wake), if wake.is_some() => {
+                    self.seal_due(Instant::now());
+                }
+            }
+        }
+        WriterReport {
+            table: self.table.name().to_string(),
+            rows_lost: 0,
+            last_error: self.last_error,
+        }
+    }
+
+    fn accept(&mut self, msg: InsertMsg) {
+        let now = Instant::now();
+        let policy = *self.table.policy();
+        for piece in msg.pieces {
+            let rows = piece.batch.num_rows() as u64;
+            let buffer = self
+                .buffers
+                .entry(piece.key.clone())
+                .or_insert_with(|| Batcher::new(policy));
+            let before = buffer.bytes();
+            let token = Token {
+                waiter: msg.waiter.clone(),
+                arrived: msg.arrived,
+            };
+            let full = buffer.push(piece.batch, msg.seq, token, now);
+            let after = buffer.bytes();
+            // Coalescing may have shrunk the buffer below what was reserved for it.
+            let expected = before + piece.bytes;
+            if after < expected {
+                self.memory.release(expected - after);
+            } else {
+                self.memory.force(after - expected);
+            }
+            self.buffered_rows += rows;
+            self.buffered_bytes = self.buffered_bytes + after - before;
+            if let Some(reason) = full {
+                self.seal(&piece.key, reason);
+            }
+        }
+        self.publish_buffered();
+    }
+
+    fn seal(&mut self, key: &PartitionKey, reason: FlushReason) {
+        if let Some(mut buffer) = self.buffers.remove(key)
+            && let Some(sealed) = buffer.take(reason)
+        {
+            if let Some(counter) = self.instruments.flushes.get(reason.as_str()) {
+                counter.increment(1);
+            }
+            self.queue.push_back((key.clone(), sealed));
+        }
+    }
+
+    fn seal_due(&mut self, now: Instant) {
+        let due: Vec<PartitionKey> = self
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.due(now).is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.seal(&key, FlushReason::Age);
+        }
+    }
+
+    fn seal_all(&mut self, reason: FlushReason) {
+        let keys: Vec<PartitionKey> = self.buffers.keys().cloned().collect();
+        for key in keys {
+            self.seal(&key, reason);
+        }
+    }
+
+    fn next_wake(&self, flushing: bool, give_up_at: Option<Instant>) -> Option<Instant> {
+        let ages = self.buffers.values().filter_map(Batcher::deadline);
+        let retry = self
+            .retry_at
+            .filter(|_| !flushing && !self.queue.is_empty());
+        ages.chain(retry).chain(give_up_at).min()
+    }
+
+    /// Starts the next flush if none is running and no backoff is pending.
+    fn start_flush(&mut self, now: Instant) -> Option<Inflight> {
+        if self.retry_at.is_some_and(|t| now < t) {
+            return None;
+        }
+        let (key, mut sealed) = self.queue.pop_front()?;
+        self.merge_queued(&key, &mut sealed);
+        let id = FlushId {
+            table: self.table.name().clone(),
+            partition: key.clone(),
+            first_seq: sealed.first_seq,
+            last_seq: sealed.last_seq,
+        };
+        let chunks = sealed.chunks.clone();
+        let table = self.table.clone();
+        let sink = self.sink.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let sorted_table = table.clone();
+            let batch = tokio::task::spawn_blocking(move || {
+                let schema = sorted_table.schema().arrow().clone();
+                let batch = match chunks.as_slice() {
+                    [one] => one.clone(),
+                    many => arrow::compute::concat_batches(&schema, many)?,
+                };
+                sorted_table.sort(batch)
+            })
+            .await;
+            let batch = match batch {
+                Ok(Ok(batch)) => batch,
+                Ok(Err(e)) => {
+                    let error = SinkError::permanent(
+                        sink.name(),
+                        format!("cannot assemble the batch: {e}"),
+                    );
+                    return (Err(error), started.elapsed());
+                }
+                Err(e) => {
+                    let error =
+                        SinkError::retriable(sink.name(), format!("assembly task failed: {e}"));
+                    return (Err(error), started.elapsed());
+                }
+            };
+            let flush = FlushBatch {
+                table: &table,
+                id,
+                batch,
+            };
+            let result = sink.write(flush).await;
+            (result, started.elapsed())
+        });
+        Some(Inflight { key, sealed, task })
+    }
+
+    /// Folds queued batches of the same partition into `head`, within the policy's limits.
+    fn merge_queued(&mut self, key: &PartitionKey, head: &mut Sealed<Token>) {
+        let policy = *self.table.policy();
+        let mut i = 0;
+        while i < self.queue.len() {
+            let (other_key, other) = &self.queue[i];
+            let fits = head.rows + other.rows <= policy.max_rows()
+                && head.bytes + other.bytes <= policy.max_bytes();
+            if other_key != key {
+                i += 1;
+                continue;
+            }
+            if !fits {
+                // Later batches of this partition must not overtake this one.
+                break;
+            }
+            let Some((_, other)) = self.queue.remove(i) else {
+                break;
+            };
+            head.chunks.extend(other.chunks);
+            head.tokens.extend(other.tokens);
+            head.rows += other.rows;
+            head.bytes += other.bytes;
+            head.inserts += other.inserts;
+            head.opened_at = head.opened_at.min(other.opened_at);
+            head.first_seq = head.first_seq.min(other.first_seq);
+            head.last_seq = head.last_seq.max(other.last_seq);
+        }
+    }
+
+    fn finish(&mut self, key: PartitionKey, sealed: Sealed<Token>, (result, took): FlushResult) {
+        match result {
+            Ok(landed) => {
+                let now = Instant::now();
+                self.instruments.flush_seconds.record(took.as_secs_f64());
+                self.instruments.parts.increment(landed.parts);
+                self.instruments.rows_written.increment(sealed.rows);
+                self.instruments.part_rows.record(sealed.rows as f64);
+                for token in &sealed.tokens {
+                    self.instruments
+                        .row_wait
+                        .record(now.duration_since(token.arrived).as_secs_f64());
+                    if let Some(waiter) = &token.waiter {
+                        waiter.landed();
+                    }
+                }
+                self.stats
+                    .rows_written
+                    .fetch_add(sealed.rows, std::sync::atomic::Ordering::Relaxed);
+                self.stats
+                    .parts_written
+                    .fetch_add(landed.parts, std::sync::atomic::Ordering::Relaxed);
+                self.stats
+                    .bytes_written
+                    .fetch_add(landed.bytes, std::sync::atomic::Ordering::Relaxed);
+                self.release(&sealed);
+                if self.attempt > 0 {
+                    tracing::info!(table = %self.table.name(), attempts = self.attempt + 1, "store recovered");
+                }
+                self.attempt = 0;
+                self.retry_at = None;
+                self.last_error = None;
+                self.stats.set_error(None);
+            }
+            Err(error) if error.is_retriable() => {
+                self.instruments.errors_retriable.increment(1);
+                self.attempt += 1;
+                let delay = self.backoff.delay(self.attempt, rand::random::<f64>());
+                tracing::warn!(
+                    table = %self.table.name(), partition = %key, attempt = self.attempt,
+                    retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
+                );
+                self.retry_at = Some(Instant::now() + delay);
+                self.last_error = Some(error.to_string());
+                self.stats.set_error(Some(error.to_string()));
+                self.queue.push_front((key, sealed));
+            }
+            Err(error) => {
+                self.instruments.errors_permanent.increment(1);
+                self.instruments.rows_dropped.increment(sealed.rows);
+                tracing::error!(
+                    table = %self.table.name(), partition = %key, rows = sealed.rows, error = %error,
+                    "the store refused a batch for good; its rows are dropped"
+                );
+                let reason = error.to_string();
+                for token in &sealed.tokens {
+                    if let Some(waiter) = &token.waiter {
+                        waiter.failed(Failure::Refused(reason.clone()));
+                    }
+                }
+                self.release(&sealed);
+                self.attempt = 0;
+                self.retry_at = None;
+                self.last_error = Some(reason);
+            }
+        }
+    }
+
+    fn release(&mut self, sealed: &Sealed<Token>) {
+        self.memory.release(sealed.bytes);
+        self.buffered_rows -= sealed.rows;
+        self.buffered_bytes -= sealed.bytes;
+        self.publish_buffered();
+    }
+
+    fn publish_buffered(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.buffered_rows.store(self.buffered_rows, Relaxed);
+        self.stats
+            .buffered_bytes
+            .store(self.buffered_bytes, Relaxed);
+    }
+
+    /// Shutdown timed out: report every row that did not land, answer waiters, release memory.
+    fn give_up(mut self, inflight: Option<Inflight>) -> WriterReport {
+        self.seal_all(FlushReason::Shutdown);
+        let reason = format!(
+            "shutdown gave up after {:?}: {}",
+            self.shutdown_timeout,
+            self.last_error
+                .as_deref()
+                .unwrap_or("the store did not answer")
+        );
+        let mut lost = 0;
+        let pending = inflight
+            .map(|f| {
+                f.task.abort();
+                f.sealed
+            })
+            .into_iter()
+            .chain(self.queue.drain(..).map(|(_, s)| s))
+            .collect::<Vec<_>>();
+        for sealed in pending {
+            lost += sealed.rows;
+            for token in &sealed.tokens {
+                if let Some(waiter) = &token.waiter {
+                    waiter.failed(Failure::Abandoned(reason.clone()));
+                }
+            }
+            self.memory.release(sealed.bytes);
+        }
+        tracing::error!(table = %self.table.name(), rows = lost, error = %reason, "rows not landed at shutdown");
+        WriterReport {
+            table: self.table.name().to_string(),
+            rows_lost: lost,
+            last_error: Some(reason),
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(deadline) = deadline {
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}

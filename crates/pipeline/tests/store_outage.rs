@@ -1,0 +1,238 @@
+//! A store that fails: rows stay buffered and their waiters keep waiting, memory stays bounded
+//! (the edge is refused, the library waits), and everything drains once the store is back, each
+//! row exactly once and in few parts.
+//!
+//! The fault is real: a regular file sits where the lake must create the partition's folder, so
+//! every part write fails with an I/O error until the file is removed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use sluice_core::retry::Backoff;
+use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
+use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig};
+use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+
+const BUDGET: u64 = 256 * 1024;
+
+fn table() -> TableDef {
+    let layout = TableLayout {
+        columns: vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("service", ColumnType::String),
+        ],
+        partition_by: "service".into(),
+        sort_by: vec!["id".into()],
+    };
+    let policy = FlushPolicyConfig {
+        max_age: Some(Duration::from_millis(50)),
+        max_bytes: Some(sluice_core::ByteSize(BUDGET)),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+}
+
+async fn start(dir: &Path, shutdown_timeout: Duration) -> Pipeline {
+    let config = PipelineConfig {
+        max_buffer_bytes: BUDGET,
+        default_policy: *table().policy(),
+        backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
+        shutdown_timeout,
+        ..PipelineConfig::default()
+    };
+    let catalog = Arc::new(FileCatalog::open(dir).unwrap());
+    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
+    Pipeline::builder(config, catalog, lake)
+        .table(table(), None)
+        .start()
+        .await
+        .unwrap()
+}
+
+fn rows(ids: std::ops::Range<i64>) -> Vec<u8> {
+    ids.flat_map(|id| format!("{{\"id\":{id},\"service\":\"a\"}}\n").into_bytes())
+        .collect()
+}
+
+fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
+    Insert {
+        table: "t",
+        body,
+        options: Default::default(),
+        ack,
+        admission,
+    }
+}
+
+fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
+    let mut counts = HashMap::new();
+    let partition = dir.join("t").join("service=a");
+    for entry in std::fs::read_dir(partition).unwrap() {
+        let path = entry.unwrap().path();
+        if !path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("part-")
+        {
+            continue;
+        }
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            for id in batch
+                .unwrap()
+                .column(0)
+                .as_primitive::<Int64Type>()
+                .values()
+            {
+                *counts.entry(*id).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+fn part_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("t").join("service=a"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("part-")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = start(dir.path(), Duration::from_secs(30)).await;
+    let blocker = dir.path().join("t").join("service=a");
+    std::fs::write(&blocker, "not a folder").unwrap();
+
+    // Committed inserts wait while the store fails.
+    let mut committed = Vec::new();
+    for i in 0..10i64 {
+        let p = pipeline.clone();
+        committed.push(tokio::spawn(async move {
+            let body = rows(i * 100..(i + 1) * 100);
+            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Refuse))
+                .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        committed.iter().all(|t| !t.is_finished()),
+        "a committed insert was answered during the outage"
+    );
+
+    // Async inserts at the edge fill the budget, then are refused; nothing accepted is dropped.
+    // The committed inserts above carry ids 0..1000.
+    let mut accepted: Vec<std::ops::Range<i64>> = Vec::new();
+    accepted.push(0..1000);
+    let mut next = 1000i64;
+    let overloaded = loop {
+        let body = rows(next..next + 100);
+        match pipeline
+            .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+            .await
+        {
+            Ok(_) => accepted.push(next..next + 100),
+            Err(InsertError::Overloaded { used, limit }) => break (used, limit),
+            Err(e) => panic!("unexpected {e}"),
+        }
+        next += 100;
+        assert!(next < 1_000_000, "the memory bound never refused an insert");
+    };
+    assert!(overloaded.0 <= overloaded.1, "{overloaded:?}");
+    let (used, limit) = pipeline.memory();
+    assert!(used <= limit, "{used} > {limit}");
+
+    // The library API waits instead of failing.
+    let waiting = {
+        let p = pipeline.clone();
+        let body = rows(900_000..900_100);
+        tokio::spawn(async move {
+            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Wait))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished());
+    accepted.push(900_000..900_100);
+
+    // The outage shows in the table's state.
+    let info = pipeline.tables().pop().unwrap();
+    let (_, error) = info.failing.expect("the table reports its failing store");
+    assert!(error.contains("service=a"), "{error}");
+    assert!(info.buffered_rows > 0);
+
+    // The store comes back: everything drains on its own.
+    std::fs::remove_file(&blocker).unwrap();
+    for task in committed {
+        task.await.unwrap().unwrap();
+    }
+    waiting.await.unwrap().unwrap();
+    let report = pipeline.shutdown().await;
+    assert_eq!(report.rows_lost(), 0);
+    assert!(pipeline.tables()[0].failing.is_none());
+
+    let counts = ids_on_disk(dir.path());
+    let expected: Vec<i64> = accepted.into_iter().flatten().collect();
+    assert_eq!(counts.len(), expected.len());
+    for id in expected {
+        assert_eq!(counts.get(&id), Some(&1), "id {id}");
+    }
+    // Batches sealed during the outage were merged: far fewer parts than inserts.
+    let parts = part_count(dir.path());
+    let inserts = next as usize / 100 + 1;
+    assert!(parts * 3 <= inserts, "{parts} parts for {inserts} inserts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = start(dir.path(), Duration::from_millis(300)).await;
+    std::fs::write(dir.path().join("t").join("service=a"), "not a folder").unwrap();
+
+    let waiter = {
+        let p = pipeline.clone();
+        tokio::spawn(async move {
+            let body = rows(0..10);
+            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Refuse))
+                .await
+        })
+    };
+    let body = rows(10..20);
+    pipeline
+        .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let report = pipeline.shutdown().await;
+    assert_eq!(report.rows_lost(), 20);
+    let error = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(error, InsertError::NotCommitted(_)), "{error}");
+    assert_eq!(pipeline.memory().0, 0);
+    // After shutdown, inserts are refused.
+    let late = pipeline
+        .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+        .await;
+    assert!(matches!(late, Err(InsertError::ShuttingDown)));
+}

@@ -1,0 +1,155 @@
+//! The native API: `POST /v1/tables/{table}/rows`, `GET /v1/tables`, `GET /health`.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sluice_core::DecodeOptions;
+use sluice_pipeline::{AckMode, Admission, Insert, TableInfo};
+
+use crate::AppState;
+use crate::body::read_body;
+use crate::error::{ApiError, Kind};
+
+/// `POST /v1/tables/{table}/rows?ack=async|durable|committed` with an NDJSON body.
+pub(crate) async fn insert_rows(
+    State(state): State<AppState>,
+    table: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let Path(table) =
+        table.map_err(|e| ApiError::new(Kind::BadTableName, format!("bad table name: {e}")))?;
+    let ack = ack_param(query.as_deref())?;
+    let body = read_body(&headers, body, state.limits.max_body_bytes).await?;
+    let inserted = state
+        .pipeline
+        .insert_ndjson(Insert {
+            table: &table,
+            body: &body,
+            options: DecodeOptions::default(),
+            ack,
+            admission: Admission::Refuse,
+        })
+        .await?;
+    Ok(Json(json!({
+        "table": inserted.table.as_str(),
+        "rows": inserted.rows,
+        "ack": inserted.ack.as_str(),
+    })))
+}
+
+/// Reads `ack=` and refuses any other parameter, so a typo never changes a promise silently.
+fn ack_param(query: Option<&str>) -> Result<AckMode, ApiError> {
+    let mut ack = AckMode::default();
+    let pairs: Vec<(String, String)> = serde_urlencoded_pairs(query.unwrap_or(""))?;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "ack" => {
+                ack = value
+                    .parse()
+                    .map_err(|e: String| ApiError::new(Kind::BadRequest, e))?
+            }
+            other => {
+                return Err(ApiError::new(
+                    Kind::BadRequest,
+                    format!(
+                        "unknown query parameter '{}': the only one is ack",
+                        other.escape_debug()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(ack)
+}
+
+fn serde_urlencoded_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    axum::extract::Query::<Vec<(String, String)>>::try_from_uri(
+        &format!("/?{query}")
+            .parse()
+            .map_err(|_| ApiError::new(Kind::BadRequest, "the query string is not valid"))?,
+    )
+    .map(|q| q.0)
+    .map_err(|e| {
+        ApiError::new(
+            Kind::BadRequest,
+            format!("the query string is not valid: {e}"),
+        )
+    })
+}
+
+/// `GET /v1/tables`: every table with its schema, buffer and what it has landed.
+pub(crate) async fn list_tables(State(state): State<AppState>) -> Json<Value> {
+    let (used, limit) = state.pipeline.memory();
+    let tables: Vec<Value> = state.pipeline.tables().iter().map(table_json).collect();
+    Json(json!({
+        "tables": tables,
+        "memory": { "used_bytes": used, "limit_bytes": limit },
+    }))
+}
+
+fn table_json(t: &TableInfo) -> Value {
+    let columns: Vec<Value> = t
+        .layout
+        .columns
+        .iter()
+        .map(|c| json!({ "name": c.name, "type": c.ty.name(), "nullable": c.nullable }))
+        .collect();
+    json!({
+        "name": t.name,
+        "sink": t.sink,
+        "columns": columns,
+        "partition_by": t.layout.partition_by,
+        "sort_by": t.layout.sort_by,
+        "buffered_rows": t.buffered_rows,
+        "buffered_bytes": t.buffered_bytes,
+        "rows_written": t.rows_written,
+        "parts_written": t.parts_written,
+        "bytes_written": t.bytes_written,
+        "failing": failing_json(t),
+    })
+}
+
+fn failing_json(t: &TableInfo) -> Value {
+    match &t.failing {
+        None => Value::Null,
+        Some((since, error)) => {
+            let since = since
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default();
+            json!({ "since_unix": since, "error": error })
+        }
+    }
+}
+
+/// `GET /health`: `ok`, `degraded` (a store is failing; rows are buffered and retried) or
+/// `stopping`. Answers 503 only when stopping, so a load balancer keeps sending while sluice
+/// buffers through a store outage.
+pub(crate) async fn health(State(state): State<AppState>) -> Response {
+    let tables = state.pipeline.tables();
+    let failing: Vec<Value> = tables
+        .iter()
+        .filter(|t| t.failing.is_some())
+        .map(|t| json!({ "table": t.name, "failing": failing_json(t) }))
+        .collect();
+    let (status, code) = if !state.pipeline.is_accepting() {
+        ("stopping", StatusCode::SERVICE_UNAVAILABLE)
+    } else if failing.is_empty() {
+        ("ok", StatusCode::OK)
+    } else {
+        ("degraded", StatusCode::OK)
+    };
+    let (used, limit) = state.pipeline.memory();
+    let body = json!({
+        "status": status,
+        "failing_tables": failing,
+        "memory": { "used_bytes": used, "limit_bytes": limit },
+    });
+    (code, Json(body)).into_response()
+}

@@ -1,0 +1,19 @@
+//! The ClickHouse-compatible endpoint: `POST /?query=INSERT INTO t FORMAT JSONEachRow`.
+//!
+//! Existing ClickHouse HTTP clients work unchanged: the query comes in the URL (rows in the body)
+//! or as the body's first line (rows after it); `db.table`, a column list, gzip and zstd bodies,
+//! `wait_for_async_insert=0` (answer once buffered) and `input_format_skip_unknown_fields=1` are
+//! understood. Errors come back as ClickHouse writes them:
+//! `Code: 62. DB::Exception: Syntax error: ... (SYNTAX_ERROR)`.
+//!
+//! The database part of `db.table` is accepted and ignored: sluice's tables are one namespace.
+//!
+//! # Layout
+//!
+//! - `query.rs`: the statement parser (pure; bytes in, [`query::InsertQuery`] out).
+//! - `handler.rs`: parameters, settings, the call into the pipeline, ClickHouse-style answers.
+
+mod handler;
+pub mod query;
+
+pub(crate) use handler::{insert, query_get};

@@ -1,0 +1,174 @@
+//! Every error the HTTP edge answers with, and the one table that maps each kind to an HTTP
+//! status, a ClickHouse exception code and a metric label.
+
+use axum::http::StatusCode;
+use sluice_pipeline::InsertError;
+
+/// What kind of failure, as the client should see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Rows that do not decode or do not fit the table.
+    BadRows,
+    /// A request parameter or header is wrong.
+    BadRequest,
+    /// The table name is not allowed.
+    BadTableName,
+    /// The table does not exist and auto-create is off.
+    UnknownTable,
+    /// The body is larger than the limit (compressed or not).
+    TooLarge,
+    /// The Content-Encoding is not one sluice reads.
+    UnsupportedEncoding,
+    /// The ClickHouse query is not an INSERT sluice understands.
+    Syntax,
+    /// The ClickHouse format is not JSONEachRow.
+    UnknownFormat,
+    /// The buffer is full.
+    Overloaded,
+    /// sluice is shutting down.
+    ShuttingDown,
+    /// Accepted but not committed in time.
+    NotCommittedInTime,
+    /// Accepted but never committed (the pipeline stopped).
+    NotCommitted,
+    /// The store refused the batch for good.
+    StoreRefused,
+    /// A bug or an unexpected failure inside sluice.
+    Internal,
+}
+
+/// The mapping: status, ClickHouse exception code and name, metric reason label.
+pub(crate) struct Spec {
+    pub(crate) status: StatusCode,
+    pub(crate) ch_code: u32,
+    pub(crate) ch_name: &'static str,
+    pub(crate) reason: &'static str,
+}
+
+impl Kind {
+    pub(crate) fn spec(self) -> Spec {
+        use StatusCode as S;
+        let (status, ch_code, ch_name, reason) = match self {
+            Kind::BadRows => (S::BAD_REQUEST, 117, "INCORRECT_DATA", "bad_rows"),
+            Kind::BadRequest => (S::BAD_REQUEST, 36, "BAD_ARGUMENTS", "bad_request"),
+            Kind::BadTableName => (S::BAD_REQUEST, 36, "BAD_ARGUMENTS", "bad_table_name"),
+            Kind::UnknownTable => (S::NOT_FOUND, 60, "UNKNOWN_TABLE", "unknown_table"),
+            Kind::TooLarge => (S::PAYLOAD_TOO_LARGE, 307, "TOO_MANY_BYTES", "too_large"),
+            Kind::UnsupportedEncoding => (
+                S::UNSUPPORTED_MEDIA_TYPE,
+                36,
+                "BAD_ARGUMENTS",
+                "unsupported_encoding",
+            ),
+            Kind::Syntax => (S::BAD_REQUEST, 62, "SYNTAX_ERROR", "unsupported_query"),
+            Kind::UnknownFormat => (S::BAD_REQUEST, 73, "UNKNOWN_FORMAT", "unknown_format"),
+            Kind::Overloaded => (
+                S::SERVICE_UNAVAILABLE,
+                241,
+                "MEMORY_LIMIT_EXCEEDED",
+                "overloaded",
+            ),
+            Kind::ShuttingDown => (
+                S::SERVICE_UNAVAILABLE,
+                394,
+                "QUERY_WAS_CANCELLED",
+                "shutting_down",
+            ),
+            Kind::NotCommittedInTime => (
+                S::SERVICE_UNAVAILABLE,
+                159,
+                "TIMEOUT_EXCEEDED",
+                "commit_timeout",
+            ),
+            Kind::NotCommitted => (
+                S::SERVICE_UNAVAILABLE,
+                394,
+                "QUERY_WAS_CANCELLED",
+                "not_committed",
+            ),
+            Kind::StoreRefused => (S::BAD_GATEWAY, 1002, "UNKNOWN_EXCEPTION", "store_refused"),
+            Kind::Internal => (S::INTERNAL_SERVER_ERROR, 1001, "STD_EXCEPTION", "internal"),
+        };
+        Spec {
+            status,
+            ch_code,
+            ch_name,
+            reason,
+        }
+    }
+
+    /// Whether the client should retry later (answered with `Retry-After`).
+    pub(crate) fn retry_after(self) -> Option<u32> {
+        match self {
+            Kind::Overloaded
+            | Kind::ShuttingDown
+            | Kind::NotCommittedInTime
+            | Kind::NotCommitted => Some(1),
+            _ => None,
+        }
+    }
+}
+
+/// An error answer: its kind and the message the client reads.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) kind: Kind,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<InsertError> for ApiError {
+    fn from(error: InsertError) -> Self {
+        let kind = match &error {
+            InsertError::BadTableName(_) => Kind::BadTableName,
+            InsertError::UnknownTable(_) => Kind::UnknownTable,
+            InsertError::Decode(_) | InsertError::SchemaMismatch { .. } => Kind::BadRows,
+            InsertError::DurableNeedsWal => Kind::BadRequest,
+            InsertError::Overloaded { .. } => Kind::Overloaded,
+            InsertError::ShuttingDown => Kind::ShuttingDown,
+            InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,
+            InsertError::StoreRefused(_) => Kind::StoreRefused,
+            InsertError::NotCommitted(_) => Kind::NotCommitted,
+            InsertError::CreateFailed { .. } => Kind::Internal,
+            _ => Kind::Internal,
+        };
+        Self::new(kind, error.to_string())
+    }
+}
+
+/// Counts a refused request in `sluice_rejected_inserts_total{reason}` and adds the headers every
+/// error answer carries: `X-Sluice-Error` (the reason, so a client can tell "not accepted, safe to
+/// resend" from "may have landed") and `Retry-After` where waiting helps.
+pub(crate) fn finish_error(kind: Kind, headers: &mut axum::http::HeaderMap) {
+    let reason = kind.spec().reason;
+    metrics::counter!(sluice_pipeline::names::REJECTED, "reason" => reason).increment(1);
+    headers.insert(
+        "X-Sluice-Error",
+        axum::http::HeaderValue::from_static(reason),
+    );
+    if let Some(seconds) = kind.retry_after() {
+        headers.insert("Retry-After", axum::http::HeaderValue::from(seconds));
+    }
+}
+
+impl axum::response::IntoResponse for ApiError {
+    /// The JSON answer of the native API: `{"error": "..."}`.
+    fn into_response(self) -> axum::response::Response {
+        let status = self.kind.spec().status;
+        let mut response = (
+            status,
+            axum::Json(serde_json::json!({ "error": self.message })),
+        )
+            .into_response();
+        finish_error(self.kind, response.headers_mut());
+        response
+    }
+}

@@ -1,0 +1,108 @@
+//! The Prometheus exporter: installed once per process, rendered at `GET /metrics`.
+
+use std::sync::OnceLock;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use sluice_pipeline::names;
+
+use crate::AppState;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs sluice's metrics recorder (once per process) and returns its handle.
+///
+/// Call it before starting the pipeline: metric handles taken before a recorder exists record
+/// nothing.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let seconds = [
+                0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+            ];
+            let rows = [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7];
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(names::ROW_WAIT.into()), &seconds)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(names::FLUSH_SECONDS.into()), &seconds)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(names::PART_ROWS.into()), &rows)
+                });
+            let recorder = match builder {
+                Ok(builder) => builder.build_recorder(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "histogram buckets refused; using summaries");
+                    PrometheusBuilder::new().build_recorder()
+                }
+            };
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
+            }
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(names::ROWS_RECEIVED, "Rows accepted into buffers");
+    describe_counter!(
+        names::BYTES_RECEIVED,
+        "Request body bytes of accepted inserts"
+    );
+    describe_counter!(names::INSERTS, "Accepted inserts");
+    describe_counter!(
+        names::FLUSHES,
+        "Flushes, by the limit that filled the batch"
+    );
+    describe_counter!(names::PARTS_WRITTEN, "Parts landed in a store");
+    describe_counter!(names::ROWS_WRITTEN, "Rows landed in a store");
+    describe_histogram!(names::PART_ROWS, "Rows per landed part");
+    describe_histogram!(
+        names::ROW_WAIT,
+        metrics::Unit::Seconds,
+        "From an insert's arrival to the commit of its rows"
+    );
+    describe_histogram!(
+        names::FLUSH_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a sink took to land one flush"
+    );
+    describe_gauge!(names::BUFFERED_ROWS, "Rows buffered, not yet landed");
+    describe_gauge!(
+        names::BUFFERED_BYTES,
+        "Arrow bytes buffered, not yet landed"
+    );
+    describe_gauge!(
+        names::MEMORY_USED,
+        "Bytes reserved in the shared buffer budget"
+    );
+    describe_gauge!(names::MEMORY_LIMIT, "The shared buffer budget");
+    describe_counter!(names::FLUSH_ERRORS, "Failed flush attempts, by kind");
+    describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
+    describe_counter!(names::REJECTED, "Requests refused, by reason");
+}
+
+/// `GET /metrics`: gauges are read from the pipeline at scrape time, then everything is rendered.
+pub(crate) async fn render(State(state): State<AppState>) -> Response {
+    for table in state.pipeline.tables() {
+        metrics::gauge!(names::BUFFERED_ROWS, "table" => table.name.clone())
+            .set(table.buffered_rows as f64);
+        metrics::gauge!(names::BUFFERED_BYTES, "table" => table.name)
+            .set(table.buffered_bytes as f64);
+    }
+    let (used, limit) = state.pipeline.memory();
+    metrics::gauge!(names::MEMORY_USED).set(used as f64);
+    metrics::gauge!(names::MEMORY_LIMIT).set(limit as f64);
+    state.metrics.run_upkeep();
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}

@@ -1,0 +1,54 @@
+//! Partition folder names, hive style: `<column>=<escaped value>`.
+
+use std::fmt::Write;
+
+use sluice_core::PartitionKey;
+
+/// The folder value for a null partition, as Hive and Spark write it.
+pub const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// The folder name for a partition, or `None` for an unpartitioned table.
+///
+/// Every byte outside `[A-Za-z0-9._-]` is percent-escaped, so a value can never add a path
+/// separator, a NUL, or turn into `.`/`..` (the `column=` prefix sees to the last).
+pub fn partition_dir_name(column: Option<&str>, key: &PartitionKey) -> Option<String> {
+    let column = column?;
+    let mut name = String::with_capacity(column.len() + 16);
+    name.push_str(column);
+    name.push('=');
+    match key {
+        PartitionKey::Whole => return None,
+        PartitionKey::Null => name.push_str(NULL_PARTITION),
+        PartitionKey::Value(value) => {
+            for byte in value.bytes() {
+                if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-') {
+                    name.push(byte as char);
+                } else {
+                    let _ = write!(name, "%{byte:02X}");
+                }
+            }
+        }
+    }
+    Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_everything_path_like() {
+        let value =
+            |v: &str| partition_dir_name(Some("c"), &PartitionKey::Value(v.into())).unwrap();
+        assert_eq!(value("2026-11-29"), "c=2026-11-29");
+        assert_eq!(value("a/b"), "c=a%2Fb");
+        assert_eq!(value(".."), "c=..");
+        assert_eq!(value("x\0y z"), "c=x%00y%20z");
+        assert_eq!(value("é"), "c=%C3%A9");
+        assert_eq!(
+            partition_dir_name(Some("c"), &PartitionKey::Null).unwrap(),
+            "c=__HIVE_DEFAULT_PARTITION__"
+        );
+        assert_eq!(partition_dir_name(None, &PartitionKey::Whole), None);
+    }
+}

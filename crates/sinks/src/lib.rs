@@ -1,0 +1,17 @@
+//! The stores sluice lands batches in, one folder per store.
+//!
+//! # Layout
+//!
+//! - [`lake`]: the embedded default, Parquet parts in a folder tree (`DATA_DIR/<table>/...`).
+//! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
+//! - [`fsio`]: the fsync discipline shared by everything that writes files.
+//!
+//! Every sink implements [`sluice_core::Sink`] and classifies its errors as retriable or not.
+//! Architecture invariant: sinks know nothing of HTTP or of write-ahead-log offsets.
+
+pub mod catalog;
+pub mod fsio;
+pub mod lake;
+
+pub use catalog::FileCatalog;
+pub use lake::{LakeConfig, LakeSink};
