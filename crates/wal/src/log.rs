@@ -1,0 +1,536 @@
+//! The log: appends from many producers, one writer thread, one fsync per group.
+//!
+//! # Lifecycle
+//!
+//! - **Open**: list the segments, scan each (see `recovery`), cut a torn tail, refuse corruption
+//!   (by the recovery mode), and reopen the newest segment for appending at its valid end.
+//! - **Replay**: [`Replay::for_each`] hands every recovered frame to the caller, in log order,
+//!   before new frames are appended.
+//! - **Append**: [`Wal::append`] gives the payload its LSN and queues its frame under one short
+//!   lock, and returns at once with a [`Completion`] shared by the whole group.
+//! - **Group commit**: the writer thread takes everything queued, writes it with one write and one
+//!   `fdatasync`, then completes the group. Producers that arrive during an fsync form the next
+//!   group, so the fsync is paid once per group, never once per row.
+//! - **Acknowledge**: a caller answers `durable` only after its group's completion says `Ok`.
+//! - **Release**: when the stores hold every frame below some LSN, [`Wal::release`] lets the
+//!   thread delete the sealed segments that lie wholly below it.
+//!
+//! # Failures
+//!
+//! A failed write (a full disk, a short write) cuts the segment back to its last good length and
+//! fails that group: its producers get an error, never a false acknowledgement, and the log goes
+//! on. A failed fsync **poisons** the log: after it, nobody can say what reached the disk, so
+//! every pending and future append fails with the same error until sluice restarts and recovers.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::error::WalError;
+use crate::frame;
+use crate::recovery::{self, Problem, RecoveryMode, SEGMENT_HEADER_LEN, segment_header};
+use crate::storage::{SegmentFile, Storage, parse_segment_name, segment_path};
+
+/// Segment size: large enough that rotation (a create and two fsyncs) is rare, small enough that
+/// a released segment frees space soon after its rows land.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How often the idle writer thread wakes to apply releases.
+const IDLE_WAKE: Duration = Duration::from_millis(500);
+
+/// Where and how the log is kept.
+#[derive(Debug, Clone)]
+pub struct WalConfig {
+    /// The folder of the segments.
+    pub dir: PathBuf,
+    /// Bytes after which the log moves on to a new segment.
+    pub segment_bytes: u64,
+    /// What recovery does with a frame that does not check out.
+    pub recovery: RecoveryMode,
+}
+
+impl WalConfig {
+    /// The defaults, in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            recovery: RecoveryMode::default(),
+        }
+    }
+}
+
+/// The outcome of a group: shared by every append in it.
+#[derive(Debug, Default)]
+pub struct Completion {
+    state: OnceLock<Result<(), String>>,
+    done: Notify,
+}
+
+impl Completion {
+    /// Waits until the group is durable (`Ok`) or failed.
+    pub async fn wait(&self) -> Result<(), WalError> {
+        loop {
+            let notified = self.done.notified();
+            if let Some(result) = self.state.get() {
+                return result.clone().map_err(WalError::Failed);
+            }
+            notified.await;
+        }
+    }
+
+    /// The outcome, if the group is finished.
+    pub fn result(&self) -> Option<Result<(), WalError>> {
+        self.state
+            .get()
+            .map(|r| r.clone().map_err(WalError::Failed))
+    }
+
+    fn complete(&self, result: Result<(), String>) {
+        let _ = self.state.set(result);
+        self.done.notify_waiters();
+    }
+}
+
+/// An appended frame: its LSN and the completion of its group.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The frame's log sequence number.
+    pub lsn: u64,
+    /// Resolves when the frame is durable, or failed.
+    pub durable: Arc<Completion>,
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Segments found.
+    pub segments: usize,
+    /// Valid frames found.
+    pub frames: u64,
+    /// The highest LSN found.
+    pub last_lsn: Option<u64>,
+    /// A torn tail that was cut: the segment, where, and how many bytes went.
+    pub cut_tail: Option<(PathBuf, Problem, u64)>,
+    /// Bad frames skipped (`skip_corrupt`).
+    pub skipped: Vec<(PathBuf, Problem)>,
+}
+
+/// Counters of the log's work since it opened.
+#[derive(Debug, Default)]
+pub struct WalStats {
+    /// Frames appended.
+    pub frames: AtomicU64,
+    /// Bytes written, frames and headers.
+    pub bytes: AtomicU64,
+    /// Groups written (one fsync each).
+    pub fsyncs: AtomicU64,
+    /// Segments deleted after release.
+    pub segments_released: AtomicU64,
+}
+
+struct Queue {
+    next_lsn: u64,
+    buf: Vec<u8>,
+    frames: u64,
+    /// The LSN of the first frame in `buf`.
+    group_first: u64,
+    group: Arc<Completion>,
+    poisoned: Option<String>,
+    closing: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    release_before: AtomicU64,
+    stats: WalStats,
+}
+
+/// The write-ahead log.
+pub struct Wal {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The recovered frames, to hand to the pipeline before anything new is appended.
+pub struct Replay {
+    storage: Arc<dyn Storage>,
+    segments: Vec<(PathBuf, usize)>,
+    mode: RecoveryMode,
+}
+
+impl Replay {
+    /// Calls `f` with every recovered frame, in log order.
+    pub fn for_each(&self, mut f: impl FnMut(u64, &[u8])) -> Result<(), WalError> {
+        let mut last = 0;
+        for (path, valid_len) in &self.segments {
+            let bytes = self
+                .storage
+                .read(path)
+                .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
+            let bytes = &bytes[..(*valid_len).min(bytes.len())];
+            let scan = recovery::scan(bytes, self.mode, last, &mut f);
+            last = scan.last_lsn.unwrap_or(last);
+        }
+        Ok(())
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    match queue.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+impl Wal {
+    /// Opens (or creates) the log in `config.dir` and recovers it. New LSNs start above both
+    /// the log's last frame and `min_next_lsn` (the highest LSN the stores already hold, plus
+    /// one), so an LSN is never reused even after every segment was released.
+    pub fn open(
+        config: WalConfig,
+        storage: Arc<dyn Storage>,
+        min_next_lsn: u64,
+    ) -> Result<(Wal, Replay, Recovered), WalError> {
+        let dir = config.dir.clone();
+        storage
+            .create_dir_all(&dir)
+            .map_err(|e| WalError::io(format!("cannot create {}", dir.display()), e))?;
+        let mut names: Vec<(u64, String)> = storage
+            .list(&dir)
+            .map_err(|e| WalError::io(format!("cannot list {}", dir.display()), e))?
+            .into_iter()
+            .filter_map(|name| parse_segment_name(&name).map(|first| (first, name)))
+            .collect();
+        names.sort();
+
+        let mut recovered = Recovered {
+            segments: names.len(),
+            ..Recovered::default()
+        };
+        let mut kept: Vec<(u64, PathBuf, usize)> = Vec::new();
+        let mut last = 0u64;
+        for (i, (first, name)) in names.iter().enumerate() {
+            let path = dir.join(name);
+            let newest = i + 1 == names.len();
+            let bytes = storage
+                .read(&path)
+                .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
+            let scan = recovery::scan(&bytes, config.recovery, last, |_, _| {});
+            recovered.frames += scan.frames;
+            for problem in &scan.skipped {
+                tracing::error!(segment = %path.display(), offset = problem.offset, reason = problem.reason, "skipped a corrupt WAL frame");
+                recovered.skipped.push((path.clone(), problem.clone()));
+            }
+            if let Some(problem) = scan.end_problem {
+                let tolerable = newest && config.recovery != RecoveryMode::Strict;
+                if !tolerable {
+                    return Err(WalError::Corrupt {
+                        segment: path,
+                        offset: problem.offset,
+                        reason: problem.reason,
+                        mode: config.recovery,
+                    });
+                }
+                let cut = bytes.len() - scan.valid_len;
+                tracing::warn!(segment = %path.display(), offset = problem.offset, reason = problem.reason, bytes = cut, "cutting the torn tail of the WAL");
+                recovered.cut_tail = Some((path.clone(), problem, cut as u64));
+            }
+            if let Some(lsn) = scan.last_lsn {
+                last = lsn;
+            }
+            if scan.valid_len < SEGMENT_HEADER_LEN {
+                // Only the newest segment gets here (anything else was refused above): its header
+                // never made it to disk, so it holds nothing. A fresh segment replaces it.
+                storage
+                    .remove(&path)
+                    .map_err(|e| WalError::io(format!("cannot remove {}", path.display()), e))?;
+                continue;
+            }
+            kept.push((*first, path, scan.valid_len));
+        }
+        recovered.last_lsn = (last > 0).then_some(last);
+        let next_lsn = (last + 1).max(min_next_lsn).max(1);
+
+        let replay = Replay {
+            storage: storage.clone(),
+            segments: kept.iter().map(|(_, p, len)| (p.clone(), *len)).collect(),
+            mode: config.recovery,
+        };
+
+        // The newest segment takes new frames unless it is missing or unusable.
+        let active = match kept.last() {
+            Some((_, path, valid_len)) => {
+                let file = storage
+                    .open_append(path, *valid_len as u64)
+                    .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
+                Active {
+                    file,
+                    len: *valid_len as u64,
+                }
+            }
+            _ => {
+                let (file, path) = create_segment(storage.as_ref(), &dir, next_lsn)?;
+                kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
+                Active {
+                    file,
+                    len: SEGMENT_HEADER_LEN as u64,
+                }
+            }
+        };
+        let segments: VecDeque<(u64, PathBuf)> = kept
+            .into_iter()
+            .map(|(first, path, _)| (first, path))
+            .collect();
+
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                next_lsn,
+                buf: Vec::new(),
+                frames: 0,
+                group_first: 0,
+                group: Arc::new(Completion::default()),
+                poisoned: None,
+                closing: false,
+            }),
+            wake: Condvar::new(),
+            release_before: AtomicU64::new(0),
+            stats: WalStats::default(),
+        });
+        let writer = Writer {
+            shared: shared.clone(),
+            storage,
+            dir,
+            segment_bytes: config.segment_bytes.max(SEGMENT_HEADER_LEN as u64 + 1),
+            active,
+            segments,
+        };
+        let thread = std::thread::Builder::new()
+            .name("sluice-wal".into())
+            .spawn(move || writer.run())
+            .map_err(|e| WalError::io("cannot start the WAL thread".into(), e))?;
+        Ok((
+            Wal {
+                shared,
+                thread: Mutex::new(Some(thread)),
+            },
+            replay,
+            recovered,
+        ))
+    }
+
+    /// Queues `payload` as a frame with the next LSN. Returns at once; await
+    /// [`Appended::durable`] before acknowledging anything that depends on it.
+    pub fn append(&self, payload: &[u8]) -> Result<Appended, WalError> {
+        let mut queue = lock(&self.shared.queue);
+        if let Some(reason) = &queue.poisoned {
+            return Err(WalError::Poisoned(reason.clone()));
+        }
+        if queue.closing {
+            return Err(WalError::Closed);
+        }
+        let lsn = queue.next_lsn;
+        queue.next_lsn += 1;
+        if queue.frames == 0 {
+            queue.group_first = lsn;
+        }
+        frame::encode(lsn, payload, &mut queue.buf);
+        queue.frames += 1;
+        let durable = queue.group.clone();
+        drop(queue);
+        self.shared.wake.notify_one();
+        Ok(Appended { lsn, durable })
+    }
+
+    /// Takes the next LSN without writing a frame (for rows that are not logged). LSNs stay
+    /// unique and rising across logged and unlogged rows.
+    pub fn next_lsn(&self) -> u64 {
+        let mut queue = lock(&self.shared.queue);
+        let lsn = queue.next_lsn;
+        queue.next_lsn += 1;
+        lsn
+    }
+
+    /// Says that every frame below `lsn` is held by the stores: sealed segments wholly below it
+    /// may be deleted.
+    pub fn release(&self, lsn: u64) {
+        self.shared.release_before.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    /// Why the log refuses appends, if it does.
+    pub fn poisoned(&self) -> Option<String> {
+        lock(&self.shared.queue).poisoned.clone()
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> &WalStats {
+        &self.shared.stats
+    }
+
+    /// Writes what is queued, stops the writer thread and waits for it.
+    pub fn close(&self) {
+        lock(&self.shared.queue).closing = true;
+        self.shared.wake.notify_all();
+        let thread = match self.thread.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+struct Active {
+    file: Box<dyn SegmentFile>,
+    len: u64,
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    segment_bytes: u64,
+    active: Active,
+    /// Every segment on disk, oldest first, by first LSN; the last is the active one.
+    segments: VecDeque<(u64, PathBuf)>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        loop {
+            let (buf, frames, group, first_lsn, closing) = {
+                let mut queue = lock(&self.shared.queue);
+                while queue.buf.is_empty() && !queue.closing {
+                    let (guard, _) = match self.shared.wake.wait_timeout(queue, IDLE_WAKE) {
+                        Ok(woken) => woken,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    queue = guard;
+                    if queue.buf.is_empty() {
+                        break;
+                    }
+                }
+                let first_lsn = queue.group_first;
+                let buf = std::mem::take(&mut queue.buf);
+                let frames = std::mem::take(&mut queue.frames);
+                let group = std::mem::replace(&mut queue.group, Arc::new(Completion::default()));
+                (buf, frames, group, first_lsn, queue.closing)
+            };
+            if !buf.is_empty() {
+                let result = self.write_group(&buf, first_lsn);
+                if result.is_ok() {
+                    let stats = &self.shared.stats;
+                    stats.frames.fetch_add(frames, Ordering::Relaxed);
+                    stats.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                group.complete(result);
+            }
+            self.apply_release();
+            if closing && lock(&self.shared.queue).buf.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Writes one group and fsyncs it. A failed write is undone; a failed fsync poisons the log.
+    fn write_group(&mut self, buf: &[u8], first_lsn: u64) -> Result<(), String> {
+        if let Some(reason) = lock(&self.shared.queue).poisoned.clone() {
+            return Err(reason);
+        }
+        if self.active.len > SEGMENT_HEADER_LEN as u64
+            && self.active.len + buf.len() as u64 > self.segment_bytes
+        {
+            self.rotate(first_lsn)?;
+        }
+        if let Err(e) = self.active.file.write_all(buf) {
+            let message = format!("cannot write to the WAL in {}: {e}", self.dir.display());
+            // Drop whatever part of the group reached the file, so the next group follows the
+            // last good frame.
+            if let Err(cut) = self.active.file.truncate(self.active.len) {
+                return Err(self.poison(format!("{message}; then cannot cut it back: {cut}")));
+            }
+            return Err(message);
+        }
+        if let Err(e) = self.active.file.sync_data() {
+            return Err(self.poison(format!(
+                "fsync of the WAL in {} failed: {e}",
+                self.dir.display()
+            )));
+        }
+        self.active.len += buf.len() as u64;
+        Ok(())
+    }
+
+    fn rotate(&mut self, first_lsn: u64) -> Result<(), String> {
+        let (file, path) = create_segment(self.storage.as_ref(), &self.dir, first_lsn)
+            .map_err(|e| e.to_string())?;
+        self.active = Active {
+            file,
+            len: SEGMENT_HEADER_LEN as u64,
+        };
+        self.segments.push_back((first_lsn, path));
+        Ok(())
+    }
+
+    fn poison(&self, reason: String) -> String {
+        tracing::error!(error = %reason, "the WAL is poisoned: durable and committed inserts are refused until restart");
+        lock(&self.shared.queue).poisoned = Some(reason.clone());
+        reason
+    }
+
+    /// Deletes sealed segments whose every LSN is below the release point.
+    fn apply_release(&mut self) {
+        let before = self.shared.release_before.load(Ordering::Acquire);
+        let mut removed = false;
+        while self.segments.len() > 1 && self.segments[1].0 <= before {
+            let Some((first, path)) = self.segments.pop_front() else {
+                break;
+            };
+            if let Err(e) = self.storage.remove(&path) {
+                tracing::warn!(segment = %path.display(), error = %e, "cannot delete a released WAL segment");
+                self.segments.push_front((first, path));
+                break;
+            }
+            self.shared
+                .stats
+                .segments_released
+                .fetch_add(1, Ordering::Relaxed);
+            removed = true;
+        }
+        if removed && let Err(e) = self.storage.sync_dir(&self.dir) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot fsync the WAL folder after deleting segments");
+        }
+    }
+}
+
+/// Creates a segment named for `first_lsn`, writes its header and makes both durable.
+fn create_segment(
+    storage: &dyn Storage,
+    dir: &Path,
+    first_lsn: u64,
+) -> Result<(Box<dyn SegmentFile>, PathBuf), WalError> {
+    let path = segment_path(dir, first_lsn);
+    let io = |what: &str, e| WalError::io(format!("cannot {what} {}", path.display()), e);
+    let mut file = storage.create(&path).map_err(|e| io("create", e))?;
+    file.write_all(&segment_header())
+        .map_err(|e| io("write", e))?;
+    file.sync_data().map_err(|e| io("fsync", e))?;
+    storage
+        .sync_dir(dir)
+        .map_err(|e| io("fsync the folder of", e))?;
+    Ok((file, path))
+}
