@@ -15,12 +15,16 @@ use sluice_core::{
 };
 use sluice_pipeline::{
     DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
+    RecoveryMode, WalConfig,
 };
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
 use sluice_sinks::LakeConfig;
 
 /// The default data directory, relative to where sluice runs.
 pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
+
+/// Where the write-ahead log lives, inside the data directory (`_sluice` is a reserved table name).
+pub const WAL_DIR: &str = "_sluice/wal";
 
 /// The file as written.
 #[derive(Debug, Default, Deserialize)]
@@ -48,6 +52,9 @@ pub struct FileConfig {
     /// Lake settings.
     #[serde(default)]
     pub lake: LakeFileConfig,
+    /// Write-ahead log settings.
+    #[serde(default)]
+    pub wal: WalFileConfig,
     /// Declared tables.
     #[serde(default)]
     pub tables: BTreeMap<String, TableFileConfig>,
@@ -61,6 +68,18 @@ pub struct LakeFileConfig {
     pub zstd_level: Option<i32>,
     /// Rows per row group.
     pub row_group_rows: Option<usize>,
+}
+
+/// `[wal]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalFileConfig {
+    /// Log inserts (default true).
+    pub enabled: Option<bool>,
+    /// Segment size.
+    pub segment_bytes: Option<ByteSize>,
+    /// `tolerate_tail`, `strict` or `skip_corrupt`.
+    pub recovery: Option<String>,
 }
 
 /// `[tables.<name>]`.
@@ -87,6 +106,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--data-dir`.
     pub data_dir: Option<PathBuf>,
+    /// `--wal on|off`.
+    pub wal: Option<bool>,
 }
 
 /// Everything `sluice serve` needs, validated.
@@ -130,7 +151,27 @@ impl FileConfig {
         if max_body_bytes == 0 {
             return Err(ConfigError::new("max_body_bytes", "must be greater than zero").into());
         }
+        let wal = if overrides.wal.or(self.wal.enabled).unwrap_or(true) {
+            let mut wal = WalConfig::new(data_dir.join(WAL_DIR));
+            if let Some(ByteSize(bytes)) = self.wal.segment_bytes {
+                if bytes < 4096 {
+                    return Err(
+                        ConfigError::new("wal.segment_bytes", "must be at least 4KiB").into(),
+                    );
+                }
+                wal.segment_bytes = bytes;
+            }
+            if let Some(mode) = &self.wal.recovery {
+                wal.recovery = mode
+                    .parse::<RecoveryMode>()
+                    .map_err(|reason| ConfigError::new("wal.recovery", reason))?;
+            }
+            Some(wal)
+        } else {
+            None
+        };
         let pipeline = PipelineConfig {
+            wal,
             max_buffer_bytes,
             auto_create: self.auto_create.unwrap_or(true),
             default_policy,
@@ -214,6 +255,8 @@ mod tests {
         assert_eq!(s.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
         assert!(s.pipeline.auto_create);
         assert!(s.tables.is_empty());
+        let wal = s.pipeline.wal.expect("the WAL is on by default");
+        assert_eq!(wal.dir, PathBuf::from(DEFAULT_DATA_DIR).join(WAL_DIR));
     }
 
     #[test]
@@ -258,6 +301,8 @@ mod tests {
                 "tables.a/b",
             ),
             ("[lake]\nzstd_level = 40", "lake.zstd_level"),
+            ("[wal]\nrecovery = \"maybe\"", "wal.recovery"),
+            ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
         ];
         for (text, field) in cases {
             let err = resolve(text).unwrap_err();

@@ -5,10 +5,12 @@
 //! - `config.rs`: the TOML config file and flag overrides, validated.
 //! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline and server; signals.
 //! - `load.rs`: `sluice load`, the load generator's command line and output.
+//! - `lab.rs`: `sluice lab ...`, experiments that start their own servers.
 //!
 //! This binary is the only place that uses `anyhow`; the libraries return typed errors.
 
 mod config;
+mod lab;
 mod load;
 mod serve;
 
@@ -36,6 +38,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run N concurrent producers against a sluice server and report rows/s and latency.
     Load(load::LoadArgs),
+    /// Experiments that start their own sluice servers: crash, acks.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
             Command::Load(args) => load::run(args).await,
+            Command::Lab(command) => lab::run(command).await,
         }
     });
     match result {

@@ -25,6 +25,9 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8124].
     #[arg(long, env = "SLUICE_LISTEN")]
     listen: Option<String>,
+    /// The write-ahead log: `on` (the default) makes `durable` acks possible; `off` refuses them.
+    #[arg(long, env = "SLUICE_WAL", value_parser = ["on", "off"])]
+    wal: Option<String>,
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
@@ -36,6 +39,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let settings = file.resolve(Overrides {
         listen: args.listen,
         data_dir: args.data_dir,
+        wal: args.wal.map(|w| w == "on"),
     })?;
     let metrics = sluice_server::metrics::install();
 
@@ -72,6 +76,13 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     tracing::info!("no longer accepting; flushing what is buffered");
     let report = pipeline.shutdown().await;
     let lost = report.rows_lost();
+    let deferred = report.rows_deferred();
+    if deferred > 0 {
+        tracing::warn!(
+            rows = deferred,
+            "rows not landed at shutdown are in the write-ahead log and land after the next start"
+        );
+    }
     if lost > 0 {
         tracing::error!(rows = lost, "shutdown could not land every accepted row");
         return Ok(ExitCode::FAILURE);

@@ -10,13 +10,17 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{LOAD_COLUMNS, Server, assert_exactly_once, id_counts};
+use common::{Server, assert_exactly_once, id_counts};
 use reqwest::StatusCode;
+use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop};
 
 const STRICT: &str = r#"
 auto_create = false
 max_body_bytes = "64KiB"
+
+[wal]
+enabled = false
 
 [flush]
 max_age = "100ms"
@@ -266,7 +270,7 @@ fn cases() -> Vec<Case> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
     let mut server = Server::start(&format!(
-        "{STRICT}\n[tables.load]\ncolumns = {LOAD_COLUMNS}\n"
+        "{STRICT}\n[tables.load]\ncolumns = {COLUMNS_TOML}\n"
     ));
     // A well-behaved producer runs the whole time.
     let config = LoadConfig {

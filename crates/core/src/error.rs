@@ -25,6 +25,12 @@ pub enum NameError {
         /// The name, escaped and shortened for display.
         name: String,
     },
+    /// The name is one sluice keeps for its own folders.
+    #[error("name '{name}' is reserved for sluice's own files")]
+    Reserved {
+        /// The name.
+        name: String,
+    },
 }
 
 /// A configuration value that is zero, out of range, or contradicts another.

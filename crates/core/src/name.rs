@@ -11,6 +11,10 @@ use crate::error::NameError;
 /// The longest table name sluice accepts, in characters (ASCII, so also bytes).
 pub const MAX_TABLE_NAME_LEN: usize = 128;
 
+/// Names sluice keeps for its own folders in the data directory (`_sluice` for the write-ahead
+/// log, `_dead` for batches no store would take).
+pub const RESERVED_TABLE_NAMES: [&str; 2] = ["_sluice", "_dead"];
+
 /// A table name that is safe as a folder name and as a (quoted) SQL identifier.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableName(String);
@@ -19,6 +23,11 @@ impl TableName {
     /// Checks `name` against `[A-Za-z_][A-Za-z0-9_]*` and the length limit.
     pub fn new(name: &str) -> Result<Self, NameError> {
         check_identifier(name, MAX_TABLE_NAME_LEN)?;
+        if RESERVED_TABLE_NAMES.contains(&name) {
+            return Err(NameError::Reserved {
+                name: name.to_owned(),
+            });
+        }
         Ok(Self(name.to_owned()))
     }
 
@@ -98,6 +107,8 @@ mod tests {
             "a b",
             "a\0b",
             "é",
+            "_sluice",
+            "_dead",
             &"a".repeat(129),
         ] {
             assert!(TableName::new(bad).is_err(), "{bad:?}");

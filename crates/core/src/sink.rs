@@ -132,6 +132,19 @@ pub trait Sink: Send + Sync + 'static {
     /// Lands one flush, all of it or none of it. When it returns `Ok`, the rows are committed in
     /// the store as durably as the store allows (for the lake: fsynced).
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>>;
+
+    /// The highest `last_seq` of the flushes this store holds, per partition of `table`: every
+    /// insert of that partition with a sequence number up to it is in the store. Replay after a
+    /// crash skips what this covers, which is what makes landing exactly once.
+    ///
+    /// A store that cannot tell answers an empty list (and lands replayed rows again).
+    fn committed<'a>(
+        &'a self,
+        table: &'a TableDef,
+    ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
+        let _ = table;
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// A catalog failure: the definitions could not be read or stored.

@@ -30,6 +30,20 @@ pub const ENDPOINTS: [&str; 12] = [
     "/v1/health",
 ];
 
+/// The columns of the rows [`Event::write_ndjson`] writes, as the value of a table's
+/// `columns = ...` in sluice's config file.
+pub const COLUMNS_TOML: &str = r#"[
+  { name = "id", type = "int64", nullable = false },
+  { name = "ts", type = "timestamp" },
+  { name = "service", type = "string" },
+  { name = "endpoint", type = "string" },
+  { name = "status", type = "int32" },
+  { name = "latency_ms", type = "float64" },
+  { name = "bytes", type = "int64" },
+  { name = "request_id", type = "string" },
+  { name = "user_id", type = "int64" },
+]"#;
+
 /// One event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {

@@ -5,8 +5,16 @@
 //! - [`events`]: seed 000's synthetic API events, deterministic from a seed.
 //! - [`load`]: the HTTP load generator: N producers, each on its own keep-alive connection,
 //!   sending inserts of R rows at a target rate or as fast as possible.
+//! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
+//! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
+//! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //!
-//! Architecture invariant: the lab knows nothing of sluice's internals; `load` speaks HTTP only.
+//! Architecture invariant: the lab knows nothing of sluice's internals: it speaks HTTP to a
+//! `sluice serve` process and reads the Parquet files it leaves.
 
+pub mod acks;
+pub mod crash;
 pub mod events;
 pub mod load;
+pub mod process;
+pub mod verify;

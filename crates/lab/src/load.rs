@@ -400,3 +400,36 @@ fn report(
         acked_ids: record_ids.then_some(acked),
     }
 }
+
+/// `GET path` on `addr`, returning the body (for scraping `/metrics` and `/health`).
+pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
+    let mut sender = connect(addr)
+        .await
+        .map_err(|()| format!("cannot connect to {addr}"))?;
+    let request = Request::get(path)
+        .header(hyper::header::HOST, addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    String::from_utf8(body.to_vec()).map_err(|e| e.to_string())
+}
+
+/// The value of an unlabelled Prometheus sample in a `/metrics` page.
+pub fn metric(page: &str, name: &str) -> Option<f64> {
+    page.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use sluice_core::retry::Backoff;
 use sluice_core::{ConfigError, FlushPolicy};
+use sluice_wal::WalConfig;
 
 /// Arrow memory all tables may buffer together: room for several tables' full default batches
 /// (64 MiB each) while staying a small share of a typical host.
@@ -32,6 +33,9 @@ pub struct PipelineConfig {
     pub shutdown_timeout: Duration,
     /// Waits between retries of a failed flush.
     pub backoff: Backoff,
+    /// The write-ahead log, when inserts may be acknowledged `durable`. `None` turns it off:
+    /// `durable` is then refused, and `committed` rows in flight are lost with the process.
+    pub wal: Option<WalConfig>,
 }
 
 impl Default for PipelineConfig {
@@ -43,6 +47,7 @@ impl Default for PipelineConfig {
             ack_timeout: DEFAULT_ACK_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             backoff: Backoff::default(),
+            wal: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use sluice_core::{CatalogError, ConfigError, DecodeError, NameError, SinkError};
+use sluice_wal::WalError;
 
 /// Why an insert was refused or not confirmed. The server maps each kind to one HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,10 @@ pub enum InsertError {
     /// `ack=durable` was asked for but there is no write-ahead log.
     #[error("ack=durable needs the write-ahead log, which is not enabled")]
     DurableNeedsWal,
+    /// The write-ahead log could not take the insert (a full disk, or poisoned by a failed
+    /// fsync). The insert was not accepted.
+    #[error("{0}")]
+    WalFailed(String),
     /// The buffer is full; the client should retry after a short wait.
     #[error("sluice's buffer is full ({used} of {limit} bytes); retry shortly")]
     Overloaded {
@@ -72,7 +77,19 @@ pub enum StartError {
     /// The catalog could not be read or written.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
-    /// A sink could not prepare a table.
+    /// A sink could not prepare a table or say what it holds.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// The write-ahead log could not be opened or recovered.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    /// A logged insert cannot be replayed (its table is gone, or its rows no longer fit the
+    /// table's schema). Nothing was dropped: restore the table or move the log away.
+    #[error("cannot replay the write-ahead log: frame {lsn}: {reason}")]
+    Replay {
+        /// The frame.
+        lsn: u64,
+        /// Why.
+        reason: String,
+    },
 }

@@ -8,10 +8,13 @@
 //!   with backoff and answers waiters.
 //! - `memory.rs`: the byte budget shared by all buffers.
 //! - `ack.rs`: acknowledgement modes and the waiter a `committed` insert parks on.
+//! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).
 //! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
 //!
 //! Architecture invariants: the pipeline knows no HTTP types; an insert is answered `committed`
-//! only after the sink returned `Ok` for every partition piece of it; memory reserved for rows is
+//! only after the sink returned `Ok` for every partition piece of it, and `durable` only after its
+//! frame's fsync returned; rows enter a batch only once their frame is durable; a frame is
+//! released from the log only after every piece of it landed; memory reserved for rows is
 //! released only when they land (or are refused for good), never to make room.
 
 mod ack;
@@ -19,6 +22,7 @@ mod config;
 mod error;
 mod memory;
 mod pipeline;
+mod record;
 mod stats;
 mod writer;
 
@@ -28,6 +32,9 @@ pub use config::{
 };
 pub use error::{InsertError, StartError};
 pub use memory::MemoryBudget;
-pub use pipeline::{Admission, Insert, Inserted, Pipeline, PipelineBuilder, ShutdownReport};
-pub use stats::{TableInfo, names};
+pub use pipeline::{
+    Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,
+};
+pub use sluice_wal::{RecoveryMode, SegmentFile, Storage, WalConfig};
+pub use stats::{TableInfo, WalInfo, names};
 pub use writer::WriterReport;

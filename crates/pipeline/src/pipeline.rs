@@ -1,8 +1,20 @@
 //! The pipeline: a registry of tables, each with a writer task, and the insert path into them.
 //!
 //! An insert is decoded against its table's schema, split by partition, admitted against the
-//! memory budget, numbered, and handed to the table's writer. `async` inserts are answered once
-//! handed over; `committed` ones wait until every partition piece has landed.
+//! memory budget, numbered, logged (unless `async` or the log is off) and handed to the table's
+//! writer. `async` inserts are answered once handed over, `durable` ones once their frame is
+//! fsynced, `committed` ones once every partition piece has landed.
+//!
+//! Numbering, logging and handing over happen under one lock per table, so each writer receives
+//! its inserts in LSN order (see `writer.rs` for why that matters).
+//!
+//! # Start and replay
+//!
+//! Each store says which sequence numbers it already holds, per partition
+//! ([`sluice_core::Sink::committed`]). The log is opened so new LSNs start above all of them and
+//! above its own frames; then every frame is replayed into its table's writer, partition by
+//! partition, except the pieces the store already holds. Replayed rows go through the same FIFO
+//! as new inserts, so no new insert is acknowledged `committed` before them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,8 +24,10 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
-    Catalog, Column, ColumnType, DecodeOptions, TableDef, TableName, TableSchema, decode_ndjson,
+    Catalog, Column, ColumnType, DecodeOptions, PartitionKey, TableDef, TableName, TableSchema,
+    decode_ndjson,
 };
+use sluice_wal::{FsStorage, Storage, Wal};
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::task::JoinHandle;
 
@@ -21,8 +35,9 @@ use crate::ack::{AckMode, Failure, Waiter};
 use crate::config::PipelineConfig;
 use crate::error::{InsertError, StartError};
 use crate::memory::MemoryBudget;
-use crate::stats::{TableInfo, TableStats, names};
-use crate::writer::{Command, InsertMsg, Piece, Writer, WriterReport};
+use crate::record::{self, Record};
+use crate::stats::{TableInfo, TableStats, WalInfo, names};
+use crate::writer::{Command, FrameAck, InsertMsg, Piece, Writer, WriterReport};
 
 /// Bodies larger than this are decoded on a blocking thread, off the async workers.
 const DECODE_INLINE_MAX: usize = 1024 * 1024;
@@ -70,16 +85,36 @@ pub struct ShutdownReport {
 }
 
 impl ShutdownReport {
-    /// Rows that were accepted but could not be landed before shutdown gave up.
+    /// Rows that were accepted but could not be landed before shutdown gave up, and are in no
+    /// log: lost.
     pub fn rows_lost(&self) -> u64 {
         self.tables.iter().map(|t| t.rows_lost).sum()
     }
+
+    /// Rows that could not be landed before shutdown gave up but are in the write-ahead log:
+    /// they land after the next start.
+    pub fn rows_deferred(&self) -> u64 {
+        self.tables.iter().map(|t| t.rows_deferred).sum()
+    }
+}
+
+/// What replay found and did at start.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayReport {
+    /// Frames read from the log.
+    pub frames: u64,
+    /// Rows handed back to writers.
+    pub rows: u64,
+    /// Partition pieces skipped because the store already held them.
+    pub pieces_already_landed: u64,
 }
 
 struct TableHandle {
     def: Arc<TableDef>,
     sink: &'static str,
     tx: UnboundedSender<Command>,
+    /// Held while an insert is numbered, logged and handed to the writer.
+    order: Mutex<()>,
     stats: Arc<TableStats>,
     rows_received: Counter,
     bytes_received: Counter,
@@ -93,7 +128,10 @@ struct Inner {
     tables: RwLock<HashMap<TableName, Arc<TableHandle>>>,
     creating: tokio::sync::Mutex<()>,
     memory: Arc<MemoryBudget>,
+    /// Sequence numbers when there is no log.
     seq: AtomicU64,
+    wal: Option<Arc<Wal>>,
+    replay: std::sync::OnceLock<ReplayReport>,
     accepting: AtomicBool,
     writers: Mutex<Vec<JoinHandle<WriterReport>>>,
 }
@@ -110,12 +148,19 @@ pub struct PipelineBuilder {
     catalog: Arc<dyn Catalog>,
     default_sink: Arc<dyn sluice_core::Sink>,
     declared: Vec<(TableDef, Option<Arc<dyn sluice_core::Sink>>)>,
+    wal_storage: Arc<dyn Storage>,
 }
 
 impl PipelineBuilder {
     /// Declares a table (from the config file), landing in `sink` or the default sink.
     pub fn table(mut self, def: TableDef, sink: Option<Arc<dyn sluice_core::Sink>>) -> Self {
         self.declared.push((def, sink));
+        self
+    }
+
+    /// The file access the write-ahead log uses: real files unless a test injects faults.
+    pub fn wal_storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.wal_storage = storage;
         self
     }
 
@@ -153,6 +198,38 @@ impl PipelineBuilder {
             tables.push((def, self.default_sink.clone()));
         }
 
+        // Each store says what it holds; the log's numbering starts above all of it.
+        let mut watermarks: HashMap<TableName, HashMap<PartitionKey, u64>> = HashMap::new();
+        let mut highest = 0;
+        for (def, sink) in &tables {
+            let catalog = self.catalog.clone();
+            let (name, layout) = (def.name().clone(), def.layout());
+            tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
+                .await
+                .map_err(|e| {
+                    sluice_core::CatalogError::new(format!("catalog task failed: {e}"))
+                })??;
+            sink.create_table(def).await?;
+            let held: HashMap<PartitionKey, u64> = sink.committed(def).await?.into_iter().collect();
+            highest = held.values().copied().fold(highest, u64::max);
+            watermarks.insert(def.name().clone(), held);
+        }
+        let (wal, replay) = match &config.wal {
+            None => (None, None),
+            Some(wal_config) => {
+                let (wal, replay, recovered) =
+                    Wal::open(wal_config.clone(), self.wal_storage.clone(), highest + 1)?;
+                tracing::info!(
+                    dir = %wal_config.dir.display(),
+                    segments = recovered.segments,
+                    frames = recovered.frames,
+                    last_lsn = recovered.last_lsn,
+                    "write-ahead log recovered"
+                );
+                (Some(Arc::new(wal)), Some(replay))
+            }
+        };
+
         let pipeline = Pipeline {
             inner: Arc::new(Inner {
                 memory: Arc::new(MemoryBudget::new(config.max_buffer_bytes)),
@@ -161,23 +238,121 @@ impl PipelineBuilder {
                 default_sink: self.default_sink,
                 tables: RwLock::new(HashMap::new()),
                 creating: tokio::sync::Mutex::new(()),
-                seq: AtomicU64::new(1),
+                seq: AtomicU64::new(highest + 1),
+                wal,
+                replay: std::sync::OnceLock::new(),
                 accepting: AtomicBool::new(true),
                 writers: Mutex::new(Vec::new()),
             }),
         };
         for (def, sink) in tables {
-            let catalog = pipeline.inner.catalog.clone();
-            let (name, layout) = (def.name().clone(), def.layout());
-            tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
-                .await
-                .map_err(|e| {
-                    sluice_core::CatalogError::new(format!("catalog task failed: {e}"))
-                })??;
-            sink.create_table(&def).await?;
             pipeline.register(def, sink);
         }
+        if let (Some(replay), Some(wal)) = (replay, pipeline.inner.wal.clone()) {
+            let handles = pipeline.read_tables().clone();
+            let memory = pipeline.inner.memory.clone();
+            let report = tokio::task::spawn_blocking(move || {
+                replay_frames(&replay, &wal, &handles, &watermarks, &memory)
+            })
+            .await
+            .map_err(|e| StartError::Replay {
+                lsn: 0,
+                reason: format!("replay task failed: {e}"),
+            })??;
+            if report.frames > 0 {
+                tracing::info!(
+                    frames = report.frames,
+                    rows = report.rows,
+                    already_landed = report.pieces_already_landed,
+                    "replayed the write-ahead log"
+                );
+            }
+            let _ = pipeline.inner.replay.set(report);
+        }
         Ok(pipeline)
+    }
+}
+
+/// Hands every logged insert the stores do not hold yet back to its table's writer.
+fn replay_frames(
+    replay: &sluice_wal::Replay,
+    wal: &Arc<Wal>,
+    tables: &HashMap<TableName, Arc<TableHandle>>,
+    watermarks: &HashMap<TableName, HashMap<PartitionKey, u64>>,
+    memory: &MemoryBudget,
+) -> Result<ReplayReport, StartError> {
+    let mut report = ReplayReport::default();
+    let mut failure: Option<StartError> = None;
+    replay.for_each(|lsn, payload| {
+        if failure.is_some() {
+            return;
+        }
+        report.frames += 1;
+        let fail = |reason: String| StartError::Replay { lsn, reason };
+        let record = match record::decode(payload) {
+            Ok(record) => record,
+            Err(reason) => {
+                failure = Some(fail(reason));
+                return;
+            }
+        };
+        let Some(handle) = TableName::new(record.table())
+            .ok()
+            .and_then(|name| tables.get(&name))
+        else {
+            failure = Some(fail(format!("table '{}' no longer exists", record.table())));
+            return;
+        };
+        let batch = match &record {
+            Record::Ndjson { options, body, .. } => {
+                decode_ndjson(handle.def.schema(), body, options).map_err(|e| e.to_string())
+            }
+            Record::Arrow { ipc, .. } => record::read_arrow(ipc),
+        };
+        let pieces =
+            batch.and_then(|b| handle.def.partition().split(&b).map_err(|e| e.to_string()));
+        let pieces = match pieces {
+            Ok(pieces) => pieces,
+            Err(reason) => {
+                failure = Some(fail(format!("table '{}': {reason}", record.table())));
+                return;
+            }
+        };
+        let held = watermarks.get(handle.def.name());
+        let total = pieces.len();
+        let pieces: Vec<Piece> = pieces
+            .into_iter()
+            .filter(|(key, _)| held.and_then(|h| h.get(key)).is_none_or(|w| lsn > *w))
+            .map(|(key, batch)| Piece {
+                bytes: batch.get_array_memory_size() as u64,
+                key,
+                batch,
+            })
+            .collect();
+        report.pieces_already_landed += (total - pieces.len()) as u64;
+        if pieces.is_empty() {
+            wal.landed(lsn);
+            return;
+        }
+        report.rows += pieces
+            .iter()
+            .map(|p| p.batch.num_rows() as u64)
+            .sum::<u64>();
+        // Replayed rows were accepted before the crash: they are admitted even over the budget.
+        memory.force(pieces.iter().map(|p| p.bytes).sum());
+        let msg = InsertMsg {
+            frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
+            pieces,
+            seq: lsn,
+            arrived: Instant::now(),
+            waiter: None,
+            durable: None,
+        };
+        let _ = handle.tx.send(Command::Insert(msg));
+    })?;
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(report),
     }
 }
 
@@ -194,6 +369,7 @@ impl Pipeline {
             catalog,
             default_sink,
             declared: Vec::new(),
+            wal_storage: Arc::new(FsStorage),
         }
     }
 
@@ -230,12 +406,20 @@ impl Pipeline {
         } else {
             decode_ndjson(handle.def.schema(), insert.body, &insert.options)?
         };
+        let record = || {
+            Ok(record::encode_ndjson(
+                insert.table,
+                &insert.options,
+                insert.body,
+            ))
+        };
         self.submit(
             &handle,
             batch,
             insert.body.len() as u64,
             insert.ack,
             insert.admission,
+            record,
         )
         .await
     }
@@ -264,7 +448,10 @@ impl Pipeline {
             });
         }
         let bytes = batch.get_array_memory_size() as u64;
-        self.submit(&handle, batch, bytes, ack, admission).await
+        let logged = batch.clone();
+        let record = move || record::encode_arrow(table, &logged).map_err(InsertError::WalFailed);
+        self.submit(&handle, batch, bytes, ack, admission, record)
+            .await
     }
 
     /// A snapshot of every table.
@@ -309,7 +496,29 @@ impl Pipeline {
                 Err(e) => tracing::error!(error = %e, "a table writer failed"),
             }
         }
+        if let Some(wal) = &self.inner.wal {
+            wal.close();
+        }
         report
+    }
+
+    /// The write-ahead log's state, when there is one.
+    pub fn wal(&self) -> Option<WalInfo> {
+        self.inner.wal.as_ref().map(|wal| {
+            let stats = wal.stats();
+            WalInfo {
+                frames: stats.frames.load(Ordering::Relaxed),
+                bytes: stats.bytes.load(Ordering::Relaxed),
+                fsyncs: stats.fsyncs.load(Ordering::Relaxed),
+                outstanding: wal.outstanding() as u64,
+                poisoned: wal.poisoned(),
+            }
+        })
+    }
+
+    /// What replay did at start (nothing, without a log).
+    pub fn replayed(&self) -> ReplayReport {
+        self.inner.replay.get().cloned().unwrap_or_default()
     }
 
     fn precheck(
@@ -321,8 +530,16 @@ impl Pipeline {
         if !self.is_accepting() {
             return Err(InsertError::ShuttingDown);
         }
-        if ack == AckMode::Durable {
-            return Err(InsertError::DurableNeedsWal);
+        match (&self.inner.wal, ack) {
+            (None, AckMode::Durable) => return Err(InsertError::DurableNeedsWal),
+            (Some(wal), AckMode::Durable | AckMode::Committed) => {
+                if let Some(reason) = wal.poisoned() {
+                    return Err(InsertError::WalFailed(format!(
+                        "the write-ahead log refuses writes until restart: {reason}"
+                    )));
+                }
+            }
+            _ => {}
         }
         let name = TableName::new(table)?;
         let memory = &self.inner.memory;
@@ -342,6 +559,7 @@ impl Pipeline {
         body_bytes: u64,
         ack: AckMode,
         admission: Admission,
+        record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let rows = batch.num_rows() as u64;
         let inserted = Inserted {
@@ -376,6 +594,17 @@ impl Pipeline {
             }
             Admission::Wait => memory.reserve(bytes).await,
         }
+        let wal = self.inner.wal.as_ref();
+        let payload = match wal {
+            Some(_) if ack != AckMode::Async => match record() {
+                Ok(payload) => Some(payload),
+                Err(e) => {
+                    memory.release(bytes);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
         let (waiter, outcome) = match ack {
             AckMode::Committed => {
                 let (waiter, rx) = Waiter::new(pieces.len());
@@ -383,19 +612,50 @@ impl Pipeline {
             }
             AckMode::Async | AckMode::Durable => (None, None),
         };
-        let msg = InsertMsg {
-            pieces,
-            seq: self.inner.seq.fetch_add(1, Ordering::Relaxed),
-            arrived: Instant::now(),
-            waiter,
+        let durable = {
+            let _order = match handle.order.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let (seq, frame, durable) = match (wal, payload) {
+                (Some(wal), Some(payload)) => match wal.append(&payload) {
+                    Ok(appended) => (
+                        appended.lsn,
+                        Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
+                        Some(appended.durable),
+                    ),
+                    Err(e) => {
+                        memory.release(bytes);
+                        return Err(InsertError::WalFailed(e.to_string()));
+                    }
+                },
+                (Some(wal), None) => (wal.next_lsn(), None, None),
+                (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
+            };
+            let msg = InsertMsg {
+                pieces,
+                seq,
+                arrived: Instant::now(),
+                waiter,
+                durable: durable.clone(),
+                frame,
+            };
+            if handle.tx.send(Command::Insert(msg)).is_err() {
+                // Shutting down. A logged frame stays in the log and lands after the next start.
+                memory.release(bytes);
+                return Err(InsertError::ShuttingDown);
+            }
+            durable
         };
-        if handle.tx.send(Command::Insert(msg)).is_err() {
-            memory.release(bytes);
-            return Err(InsertError::ShuttingDown);
-        }
         handle.inserts.increment(1);
         handle.rows_received.increment(rows);
         handle.bytes_received.increment(body_bytes);
+        if let Some(durable) = durable {
+            durable
+                .wait()
+                .await
+                .map_err(|e| InsertError::WalFailed(e.to_string()))?;
+        }
         let Some(outcome) = outcome else {
             return Ok(inserted);
         };
@@ -474,6 +734,7 @@ impl Pipeline {
             sink: sink.name(),
             def,
             tx,
+            order: Mutex::new(()),
             stats,
         });
         let mut tables = match self.inner.tables.write() {

@@ -39,6 +39,31 @@ pub mod names {
     pub const ROWS_DROPPED: &str = "sluice_rows_dropped_total";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
+    /// Counter: frames written to the write-ahead log.
+    pub const WAL_FRAMES: &str = "sluice_wal_frames_total";
+    /// Counter: bytes written to the write-ahead log.
+    pub const WAL_BYTES: &str = "sluice_wal_bytes_total";
+    /// Counter: fsyncs of the write-ahead log (one per group commit).
+    pub const WAL_FSYNCS: &str = "sluice_wal_fsyncs_total";
+    /// Gauge: logged inserts whose rows have not all landed.
+    pub const WAL_OUTSTANDING: &str = "sluice_wal_outstanding_frames";
+    /// Gauge: 1 while the write-ahead log is poisoned by a failed fsync.
+    pub const WAL_POISONED: &str = "sluice_wal_poisoned";
+}
+
+/// A snapshot of the write-ahead log.
+#[derive(Debug, Clone)]
+pub struct WalInfo {
+    /// Frames written since start.
+    pub frames: u64,
+    /// Bytes written since start.
+    pub bytes: u64,
+    /// Fsyncs since start.
+    pub fsyncs: u64,
+    /// Logged inserts not yet landed.
+    pub outstanding: u64,
+    /// Why the log refuses writes, if it does.
+    pub poisoned: Option<String>,
 }
 
 /// Live counters of one table, updated by its writer.

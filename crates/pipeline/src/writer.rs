@@ -10,6 +10,12 @@
 //! they are merged into one flush up to the policy's limits, so an outage does not turn into a
 //! burst of small parts when the store returns.
 //!
+//! With the write-ahead log, an insert may reach the writer before its frame is durable. Such
+//! inserts wait, in arrival order, until their group's fsync completes: then they are buffered,
+//! or, if the log failed, dropped (their producers were refused). Nothing enters a batch before
+//! its frame is on disk, and inserts after it wait behind it, so parts hold inserts in LSN order
+//! per partition, which is what makes the stores' per-partition watermarks sound.
+//!
 //! On close the writer stops taking messages, drains what was already sent, seals everything and
 //! flushes until the queue is empty or the shutdown timeout passes.
 
@@ -24,6 +30,7 @@ use sluice_core::{
     Batcher, FlushBatch, FlushId, FlushReason, Landed, PartitionKey, Sealed, Sink, SinkError,
     TableDef,
 };
+use sluice_wal::{Completion, Wal};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
@@ -45,6 +52,38 @@ pub(crate) struct InsertMsg {
     pub(crate) seq: u64,
     pub(crate) arrived: Instant,
     pub(crate) waiter: Option<Arc<Waiter>>,
+    /// The fsync of its frame, when it was logged and that fsync may still be running.
+    pub(crate) durable: Option<Arc<Completion>>,
+    /// Its frame, when it was logged (or replayed): told when every piece has landed.
+    pub(crate) frame: Option<Arc<FrameAck>>,
+}
+
+/// A logged insert's frame, landed once every partition piece of it is in the store.
+pub(crate) struct FrameAck {
+    lsn: u64,
+    pieces: std::sync::atomic::AtomicUsize,
+    wal: Arc<Wal>,
+}
+
+impl FrameAck {
+    pub(crate) fn new(wal: Arc<Wal>, lsn: u64, pieces: usize) -> Arc<Self> {
+        Arc::new(Self {
+            lsn,
+            pieces: std::sync::atomic::AtomicUsize::new(pieces),
+            wal,
+        })
+    }
+
+    /// One piece is in the store (or will never be: refused for good, or never logged).
+    pub(crate) fn piece_done(&self) {
+        if self
+            .pieces
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            self.wal.landed(self.lsn);
+        }
+    }
 }
 
 /// The rows of one insert that fall in one partition.
@@ -56,10 +95,12 @@ pub(crate) struct Piece {
 }
 
 /// What each buffered insert carries until its rows land.
-#[derive(Debug)]
 pub(crate) struct Token {
     waiter: Option<Arc<Waiter>>,
+    frame: Option<Arc<FrameAck>>,
     arrived: Instant,
+    /// Rows of this insert in this partition.
+    rows: u64,
 }
 
 /// What a writer reports when it exits.
@@ -67,8 +108,11 @@ pub(crate) struct Token {
 pub struct WriterReport {
     /// The table.
     pub table: String,
-    /// Rows that could not be landed before shutdown gave up.
+    /// Rows that could not be landed before shutdown gave up and are in no log: lost.
     pub rows_lost: u64,
+    /// Rows that could not be landed before shutdown gave up but are in the write-ahead log:
+    /// they land after the next start.
+    pub rows_deferred: u64,
     /// The last store error, if the store was failing.
     pub last_error: Option<String>,
 }
@@ -139,6 +183,8 @@ pub(crate) struct Writer {
     shutdown_timeout: Duration,
     buffers: BTreeMap<PartitionKey, Batcher<Token>>,
     queue: VecDeque<(PartitionKey, Sealed<Token>)>,
+    /// Inserts waiting for the fsync of their frame, in arrival order.
+    undurable: VecDeque<InsertMsg>,
     attempt: u32,
     retry_at: Option<Instant>,
     last_error: Option<String>,
@@ -166,6 +212,7 @@ impl Writer {
             shutdown_timeout,
             buffers: BTreeMap::new(),
             queue: VecDeque::new(),
+            undurable: VecDeque::new(),
             attempt: 0,
             retry_at: None,
             last_error: None,
@@ -183,16 +230,25 @@ impl Writer {
         let mut give_up_at: Option<Instant> = None;
         loop {
             let now = Instant::now();
+            if draining {
+                self.seal_all(FlushReason::Shutdown);
+            }
             if inflight.is_none() {
                 inflight = self.start_flush(now);
             }
-            if draining && inflight.is_none() && self.queue.is_empty() && self.buffers.is_empty() {
+            if draining
+                && inflight.is_none()
+                && self.queue.is_empty()
+                && self.buffers.is_empty()
+                && self.undurable.is_empty()
+            {
                 break;
             }
             if give_up_at.is_some_and(|t| now >= t) {
                 return self.give_up(inflight);
             }
             let wake = self.next_wake(inflight.is_some(), give_up_at);
+            let fsync = self.undurable.front().and_then(|m| m.durable.clone());
             tokio::select! {
                 result = async { (&mut inflight.as_mut().expect("guarded").task).await }, if inflight.is_some() => {
                     let done = inflight.take().expect("guarded");
@@ -206,15 +262,19 @@ impl Writer {
                         // Closed and empty: every sender is gone or Close was received.
                         draining = true;
                         give_up_at = Some(Instant::now() + self.shutdown_timeout);
-                        self.seal_all(FlushReason::Shutdown);
                     }
                     for command in inbox.drain(..) {
                         match command {
-                            Command::Insert(msg) => self.accept(msg),
+                            Command::Insert(msg) => self.receive(msg),
                             // Refuse new messages; what is already queued is still received.
                             Command::Close => rx.close(),
                         }
                     }
+                    self.publish_buffered();
+                }
+                _ = async { fsync.as_ref().expect("guarded").wait().await }, if fsync.is_some() => {
+                    self.admit_durable();
+                    self.publish_buffered();
                 }
                 () = sleep_until(wake), if wake.is_some() => {
                     self.seal_due(Instant::now());
@@ -224,7 +284,46 @@ impl Writer {
         WriterReport {
             table: self.table.name().to_string(),
             rows_lost: 0,
+            rows_deferred: 0,
             last_error: self.last_error,
+        }
+    }
+
+    /// Buffers an insert, or holds it back while its frame (or one before it) is not durable.
+    fn receive(&mut self, msg: InsertMsg) {
+        let waiting = msg.durable.as_ref().is_some_and(|d| d.result().is_none());
+        if waiting || !self.undurable.is_empty() {
+            self.undurable.push_back(msg);
+        } else {
+            self.admit(msg);
+        }
+    }
+
+    /// Moves held-back inserts whose fsync finished into the buffers, in order.
+    fn admit_durable(&mut self) {
+        while let Some(front) = self.undurable.front() {
+            if front.durable.as_ref().is_some_and(|d| d.result().is_none()) {
+                break;
+            }
+            if let Some(msg) = self.undurable.pop_front() {
+                self.admit(msg);
+            }
+        }
+    }
+
+    /// Buffers an insert whose frame is durable; drops one whose frame failed (its producer was
+    /// refused, so its rows must not land).
+    fn admit(&mut self, msg: InsertMsg) {
+        match msg.durable.as_ref().and_then(|d| d.result()) {
+            Some(Err(_)) => {
+                for piece in &msg.pieces {
+                    self.memory.release(piece.bytes);
+                    if let Some(frame) = &msg.frame {
+                        frame.piece_done();
+                    }
+                }
+            }
+            _ => self.accept(msg),
         }
     }
 
@@ -240,7 +339,9 @@ impl Writer {
             let before = buffer.bytes();
             let token = Token {
                 waiter: msg.waiter.clone(),
+                frame: msg.frame.clone(),
                 arrived: msg.arrived,
+                rows,
             };
             let full = buffer.push(piece.batch, msg.seq, token, now);
             let after = buffer.bytes();
@@ -257,7 +358,6 @@ impl Writer {
                 self.seal(&piece.key, reason);
             }
         }
-        self.publish_buffered();
     }
 
     fn seal(&mut self, key: &PartitionKey, reason: FlushReason) {
@@ -397,6 +497,9 @@ impl Writer {
                     if let Some(waiter) = &token.waiter {
                         waiter.landed();
                     }
+                    if let Some(frame) = &token.frame {
+                        frame.piece_done();
+                    }
                 }
                 self.stats
                     .rows_written
@@ -441,6 +544,10 @@ impl Writer {
                     if let Some(waiter) = &token.waiter {
                         waiter.failed(Failure::Refused(reason.clone()));
                     }
+                    // Replaying a batch the store refuses for good would only refuse it again.
+                    if let Some(frame) = &token.frame {
+                        frame.piece_done();
+                    }
                 }
                 self.release(&sealed);
                 self.attempt = 0;
@@ -465,8 +572,10 @@ impl Writer {
             .store(self.buffered_bytes, Relaxed);
     }
 
-    /// Shutdown timed out: report every row that did not land, answer waiters, release memory.
+    /// Shutdown timed out: report the rows that did not land, answer waiters, release memory.
+    /// Rows of logged inserts stay outstanding in the log, which replays them at the next start.
     fn give_up(mut self, inflight: Option<Inflight>) -> WriterReport {
+        self.admit_durable();
         self.seal_all(FlushReason::Shutdown);
         let reason = format!(
             "shutdown gave up after {:?}: {}",
@@ -475,7 +584,7 @@ impl Writer {
                 .as_deref()
                 .unwrap_or("the store did not answer")
         );
-        let mut lost = 0;
+        let (mut lost, mut deferred) = (0, 0);
         let pending = inflight
             .map(|f| {
                 f.task.abort();
@@ -485,18 +594,28 @@ impl Writer {
             .chain(self.queue.drain(..).map(|(_, s)| s))
             .collect::<Vec<_>>();
         for sealed in pending {
-            lost += sealed.rows;
             for token in &sealed.tokens {
+                if token.frame.is_some() {
+                    deferred += token.rows;
+                } else {
+                    lost += token.rows;
+                }
                 if let Some(waiter) = &token.waiter {
                     waiter.failed(Failure::Abandoned(reason.clone()));
                 }
             }
             self.memory.release(sealed.bytes);
         }
-        tracing::error!(table = %self.table.name(), rows = lost, error = %reason, "rows not landed at shutdown");
+        for msg in self.undurable.drain(..) {
+            for piece in &msg.pieces {
+                self.memory.release(piece.bytes);
+            }
+        }
+        tracing::error!(table = %self.table.name(), lost, deferred, error = %reason, "rows not landed at shutdown");
         WriterReport {
             table: self.table.name().to_string(),
             rows_lost: lost,
+            rows_deferred: deferred,
             last_error: Some(reason),
         }
     }

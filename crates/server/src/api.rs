@@ -128,8 +128,8 @@ fn failing_json(t: &TableInfo) -> Value {
     }
 }
 
-/// `GET /health`: `ok`, `degraded` (a store is failing; rows are buffered and retried) or
-/// `stopping`. Answers 503 only when stopping, so a load balancer keeps sending while sluice
+/// `GET /health`: `ok`, `degraded` (a store is failing, so rows are buffered and retried; or the
+/// write-ahead log is poisoned, so `durable` and `committed` inserts are refused) or `stopping`. Answers 503 only when stopping, so a load balancer keeps sending while sluice
 /// buffers through a store outage.
 pub(crate) async fn health(State(state): State<AppState>) -> Response {
     let tables = state.pipeline.tables();
@@ -138,17 +138,28 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
         .filter(|t| t.failing.is_some())
         .map(|t| json!({ "table": t.name, "failing": failing_json(t) }))
         .collect();
+    let wal = state.pipeline.wal();
+    let wal_poisoned = wal.as_ref().and_then(|w| w.poisoned.clone());
     let (status, code) = if !state.pipeline.is_accepting() {
         ("stopping", StatusCode::SERVICE_UNAVAILABLE)
-    } else if failing.is_empty() {
+    } else if failing.is_empty() && wal_poisoned.is_none() {
         ("ok", StatusCode::OK)
     } else {
         ("degraded", StatusCode::OK)
     };
     let (used, limit) = state.pipeline.memory();
+    let wal = match wal {
+        None => json!({ "enabled": false }),
+        Some(w) => json!({
+            "enabled": true,
+            "outstanding_frames": w.outstanding,
+            "poisoned": w.poisoned,
+        }),
+    };
     let body = json!({
         "status": status,
         "failing_tables": failing,
+        "wal": wal,
         "memory": { "used_bytes": used, "limit_bytes": limit },
     });
     (code, Json(body)).into_response()

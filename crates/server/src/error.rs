@@ -25,6 +25,8 @@ pub(crate) enum Kind {
     UnknownFormat,
     /// The buffer is full.
     Overloaded,
+    /// The write-ahead log could not take the insert.
+    WalFailed,
     /// sluice is shutting down.
     ShuttingDown,
     /// Accepted but not committed in time.
@@ -60,6 +62,7 @@ impl Kind {
                 "BAD_ARGUMENTS",
                 "unsupported_encoding",
             ),
+            Kind::WalFailed => (S::SERVICE_UNAVAILABLE, 1001, "STD_EXCEPTION", "wal_failed"),
             Kind::Syntax => (S::BAD_REQUEST, 62, "SYNTAX_ERROR", "unsupported_query"),
             Kind::UnknownFormat => (S::BAD_REQUEST, 73, "UNKNOWN_FORMAT", "unknown_format"),
             Kind::Overloaded => (
@@ -132,6 +135,7 @@ impl From<InsertError> for ApiError {
             InsertError::UnknownTable(_) => Kind::UnknownTable,
             InsertError::Decode(_) | InsertError::SchemaMismatch { .. } => Kind::BadRows,
             InsertError::DurableNeedsWal => Kind::BadRequest,
+            InsertError::WalFailed(_) => Kind::WalFailed,
             InsertError::Overloaded { .. } => Kind::Overloaded,
             InsertError::ShuttingDown => Kind::ShuttingDown,
             InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,

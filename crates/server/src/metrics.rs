@@ -86,6 +86,24 @@ fn describe() {
     describe_counter!(names::FLUSH_ERRORS, "Failed flush attempts, by kind");
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
+    describe_counter!(names::WAL_FRAMES, "Frames written to the write-ahead log");
+    describe_counter!(
+        names::WAL_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes written to the write-ahead log"
+    );
+    describe_counter!(
+        names::WAL_FSYNCS,
+        "Fsyncs of the write-ahead log, one per group commit"
+    );
+    describe_gauge!(
+        names::WAL_OUTSTANDING,
+        "Logged inserts whose rows have not all landed"
+    );
+    describe_gauge!(
+        names::WAL_POISONED,
+        "1 while a failed fsync keeps the write-ahead log from taking writes"
+    );
 }
 
 /// `GET /metrics`: gauges are read from the pipeline at scrape time, then everything is rendered.
@@ -99,6 +117,13 @@ pub(crate) async fn render(State(state): State<AppState>) -> Response {
     let (used, limit) = state.pipeline.memory();
     metrics::gauge!(names::MEMORY_USED).set(used as f64);
     metrics::gauge!(names::MEMORY_LIMIT).set(limit as f64);
+    if let Some(wal) = state.pipeline.wal() {
+        metrics::counter!(names::WAL_FRAMES).absolute(wal.frames);
+        metrics::counter!(names::WAL_BYTES).absolute(wal.bytes);
+        metrics::counter!(names::WAL_FSYNCS).absolute(wal.fsyncs);
+        metrics::gauge!(names::WAL_OUTSTANDING).set(wal.outstanding as f64);
+        metrics::gauge!(names::WAL_POISONED).set(if wal.poisoned.is_some() { 1.0 } else { 0.0 });
+    }
     state.metrics.run_upkeep();
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4")],

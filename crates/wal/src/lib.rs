@@ -21,10 +21,12 @@
 //! - [`recovery`]: scanning a segment and the recovery modes (pure).
 //! - [`log`]: open, replay, append, group commit, release, poison.
 //! - [`storage`]: file access behind a trait, so tests inject faults.
+//! - [`faults`]: real files with switches that fail fsyncs and writes, for tests.
 //!
 //! Architecture invariant: the log knows nothing of batches, sinks or HTTP; a payload is bytes.
 
 pub mod error;
+pub mod faults;
 pub mod frame;
 pub mod log;
 pub mod recovery;

@@ -12,8 +12,11 @@
 //!   `fdatasync`, then completes the group. Producers that arrive during an fsync form the next
 //!   group, so the fsync is paid once per group, never once per row.
 //! - **Acknowledge**: a caller answers `durable` only after its group's completion says `Ok`.
-//! - **Release**: when the stores hold every frame below some LSN, [`Wal::release`] lets the
-//!   thread delete the sealed segments that lie wholly below it.
+//! - **Land**: once the store holds a frame's rows, the caller says so with [`Wal::landed`].
+//!   Every appended or recovered frame is outstanding until then.
+//! - **Release**: after each group the thread deletes the sealed segments that lie wholly below
+//!   the oldest outstanding frame. Appends and the outstanding set share one lock, so a frame is
+//!   outstanding from the moment it has an LSN: no release can overtake it.
 //!
 //! # Failures
 //!
@@ -22,7 +25,7 @@
 //! on. A failed fsync **poisons** the log: after it, nobody can say what reached the disk, so
 //! every pending and future append fails with the same error until sluice restarts and recovers.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -138,17 +141,26 @@ struct Queue {
     next_lsn: u64,
     buf: Vec<u8>,
     frames: u64,
-    /// The LSN of the first frame in `buf`.
+    /// The LSNs of the first and last frames in `buf`.
     group_first: u64,
+    group_last: u64,
     group: Arc<Completion>,
     poisoned: Option<String>,
     closing: bool,
+    /// Frames not yet landed in their store.
+    outstanding: BTreeSet<u64>,
+}
+
+impl Queue {
+    /// Every frame below this LSN has landed.
+    fn release_point(&self) -> u64 {
+        self.outstanding.first().copied().unwrap_or(self.next_lsn)
+    }
 }
 
 struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
-    release_before: AtomicU64,
     stats: WalStats,
 }
 
@@ -215,6 +227,7 @@ impl Wal {
             ..Recovered::default()
         };
         let mut kept: Vec<(u64, PathBuf, usize)> = Vec::new();
+        let mut recovered_lsns: Vec<u64> = Vec::new();
         let mut last = 0u64;
         for (i, (first, name)) in names.iter().enumerate() {
             let path = dir.join(name);
@@ -222,7 +235,9 @@ impl Wal {
             let bytes = storage
                 .read(&path)
                 .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
-            let scan = recovery::scan(&bytes, config.recovery, last, |_, _| {});
+            let scan = recovery::scan(&bytes, config.recovery, last, |lsn, _| {
+                recovered_lsns.push(lsn);
+            });
             recovered.frames += scan.frames;
             for problem in &scan.skipped {
                 tracing::error!(segment = %path.display(), offset = problem.offset, reason = problem.reason, "skipped a corrupt WAL frame");
@@ -258,6 +273,11 @@ impl Wal {
         recovered.last_lsn = (last > 0).then_some(last);
         let next_lsn = (last + 1).max(min_next_lsn).max(1);
 
+        // A frame of a torn tail that was cut never reaches replay: keep only what replay sees.
+        let outstanding: BTreeSet<u64> = recovered_lsns
+            .into_iter()
+            .filter(|lsn| *lsn <= last)
+            .collect();
         let replay = Replay {
             storage: storage.clone(),
             segments: kept.iter().map(|(_, p, len)| (p.clone(), *len)).collect(),
@@ -295,12 +315,13 @@ impl Wal {
                 buf: Vec::new(),
                 frames: 0,
                 group_first: 0,
+                group_last: 0,
                 group: Arc::new(Completion::default()),
                 poisoned: None,
                 closing: false,
+                outstanding,
             }),
             wake: Condvar::new(),
-            release_before: AtomicU64::new(0),
             stats: WalStats::default(),
         });
         let writer = Writer {
@@ -340,8 +361,10 @@ impl Wal {
         if queue.frames == 0 {
             queue.group_first = lsn;
         }
+        queue.group_last = lsn;
         frame::encode(lsn, payload, &mut queue.buf);
         queue.frames += 1;
+        queue.outstanding.insert(lsn);
         let durable = queue.group.clone();
         drop(queue);
         self.shared.wake.notify_one();
@@ -357,10 +380,15 @@ impl Wal {
         lsn
     }
 
-    /// Says that every frame below `lsn` is held by the stores: sealed segments wholly below it
-    /// may be deleted.
-    pub fn release(&self, lsn: u64) {
-        self.shared.release_before.fetch_max(lsn, Ordering::AcqRel);
+    /// Says that the store holds the rows of frame `lsn` (or that they will never land and must
+    /// not be replayed). Segments wholly below the oldest outstanding frame are then deleted.
+    pub fn landed(&self, lsn: u64) {
+        lock(&self.shared.queue).outstanding.remove(&lsn);
+    }
+
+    /// Frames appended or recovered and not yet landed.
+    pub fn outstanding(&self) -> usize {
+        lock(&self.shared.queue).outstanding.len()
     }
 
     /// Why the log refuses appends, if it does.
@@ -411,7 +439,7 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         loop {
-            let (buf, frames, group, first_lsn, closing) = {
+            let (buf, frames, group, (first_lsn, last_lsn), closing) = {
                 let mut queue = lock(&self.shared.queue);
                 while queue.buf.is_empty() && !queue.closing {
                     let (guard, _) = match self.shared.wake.wait_timeout(queue, IDLE_WAKE) {
@@ -423,11 +451,11 @@ impl Writer {
                         break;
                     }
                 }
-                let first_lsn = queue.group_first;
+                let lsns = (queue.group_first, queue.group_last);
                 let buf = std::mem::take(&mut queue.buf);
                 let frames = std::mem::take(&mut queue.frames);
                 let group = std::mem::replace(&mut queue.group, Arc::new(Completion::default()));
-                (buf, frames, group, first_lsn, queue.closing)
+                (buf, frames, group, lsns, queue.closing)
             };
             if !buf.is_empty() {
                 let result = self.write_group(&buf, first_lsn);
@@ -436,6 +464,13 @@ impl Writer {
                     stats.frames.fetch_add(frames, Ordering::Relaxed);
                     stats.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
                     stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                if result.is_err() {
+                    // The group's frames are not in the log: nothing to wait for.
+                    let mut queue = lock(&self.shared.queue);
+                    for lsn in first_lsn..=last_lsn {
+                        queue.outstanding.remove(&lsn);
+                    }
                 }
                 group.complete(result);
             }
@@ -494,7 +529,7 @@ impl Writer {
 
     /// Deletes sealed segments whose every LSN is below the release point.
     fn apply_release(&mut self) {
-        let before = self.shared.release_before.load(Ordering::Acquire);
+        let before = lock(&self.shared.queue).release_point();
         let mut removed = false;
         while self.segments.len() > 1 && self.segments[1].0 <= before {
             let Some((first, path)) = self.segments.pop_front() else {

@@ -4,87 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use sluice_wal::{FsStorage, SegmentFile, Storage, Wal, WalConfig, WalError};
-
-/// Real files, with switches that make the next operations fail.
-#[derive(Default)]
-struct Faults {
-    fail_fsync: AtomicBool,
-    enospc: AtomicBool,
-    short_write: AtomicBool,
-    writes: AtomicU64,
-}
-
-struct FaultyStorage {
-    faults: Arc<Faults>,
-}
-
-struct FaultyFile {
-    inner: Box<dyn SegmentFile>,
-    faults: Arc<Faults>,
-}
-
-impl SegmentFile for FaultyFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.faults.writes.fetch_add(1, Ordering::Relaxed);
-        if self.faults.enospc.load(Ordering::Relaxed) {
-            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
-        }
-        if self.faults.short_write.swap(false, Ordering::Relaxed) {
-            self.inner.write_all(&buf[..buf.len() / 2])?;
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
-        }
-        self.inner.write_all(buf)
-    }
-
-    fn sync_data(&mut self) -> io::Result<()> {
-        if self.faults.fail_fsync.load(Ordering::Relaxed) {
-            return Err(io::Error::from_raw_os_error(5)); // EIO
-        }
-        self.inner.sync_data()
-    }
-
-    fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-}
-
-impl Storage for FaultyStorage {
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        FsStorage.list(dir)
-    }
-    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        FsStorage.read(path)
-    }
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
-        let inner = FsStorage.create(path)?;
-        Ok(Box::new(FaultyFile {
-            inner,
-            faults: self.faults.clone(),
-        }))
-    }
-    fn open_append(&self, path: &Path, len: u64) -> io::Result<Box<dyn SegmentFile>> {
-        let inner = FsStorage.open_append(path, len)?;
-        Ok(Box::new(FaultyFile {
-            inner,
-            faults: self.faults.clone(),
-        }))
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        FsStorage.remove(path)
-    }
-    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        FsStorage.create_dir_all(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        FsStorage.sync_dir(dir)
-    }
-}
+use sluice_wal::faults::{Faults, FaultyStorage};
+use sluice_wal::{FsStorage, Wal, WalConfig, WalError};
 
 fn open(dir: &Path, faults: &Arc<Faults>, segment_bytes: u64) -> (Wal, Vec<(u64, Vec<u8>)>) {
     let mut config = WalConfig::new(dir);
@@ -202,41 +127,85 @@ async fn a_short_write_is_cut_back() {
     assert_eq!(payloads, [&b"whole"[..], b"next"]);
 }
 
-#[tokio::test]
-async fn release_deletes_only_sealed_segments_below_the_point() {
-    let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::default());
-    let (wal, _) = open(dir.path(), &faults, 200);
+async fn append_all(wal: &Wal, n: usize) -> Vec<u64> {
     let mut lsns = Vec::new();
-    for i in 0..20 {
+    for i in 0..n {
         let appended = wal
             .append(format!("frame number {i:04}").as_bytes())
             .unwrap();
         appended.durable.wait().await.unwrap();
         lsns.push(appended.lsn);
     }
+    lsns
+}
+
+#[tokio::test]
+async fn landed_frames_release_their_segments_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (wal, _) = open(dir.path(), &faults, 200);
+    let lsns = append_all(&wal, 20).await;
     let before = std::fs::read_dir(dir.path()).unwrap().count();
     assert!(before >= 4, "{before} segments");
-    wal.release(lsns[10]);
+    for lsn in &lsns[..10] {
+        wal.landed(*lsn);
+    }
     wal.append(b"wake").unwrap().durable.wait().await.unwrap();
     wal.close();
+
     let (wal, frames) = open(dir.path(), &faults, 200);
     let first = frames.first().unwrap().0;
     assert!(
         first <= lsns[10],
-        "frame {} was released too early (first kept {first})",
+        "frame {} was released before it landed (first kept {first})",
         lsns[10]
     );
     assert!(first > lsns[0], "nothing was released");
-    // Everything released: the active segment stays, and LSNs keep rising after a reopen.
-    wal.release(u64::MAX);
-    let next = wal.append(b"later").unwrap();
-    next.durable.wait().await.unwrap();
-    assert!(next.lsn > *lsns.last().unwrap());
+    assert_eq!(
+        wal.outstanding(),
+        frames.len(),
+        "recovered frames are outstanding"
+    );
+
+    // Land everything but one old frame: the segments from it on stay.
+    let keep = frames[1].0;
+    for (lsn, _) in &frames {
+        if *lsn != keep {
+            wal.landed(*lsn);
+        }
+    }
+    let later = append_all(&wal, 10).await;
     wal.close();
+    let (wal, frames) = open(dir.path(), &faults, 200);
+    assert!(
+        frames.iter().any(|(l, _)| *l == keep),
+        "an outstanding frame was released"
+    );
+    assert!(frames.iter().any(|(l, _)| *l == *later.last().unwrap()));
+
+    // Everything landed: only the active segment is left, and LSNs keep rising.
+    for (lsn, _) in &frames {
+        wal.landed(*lsn);
+    }
+    let next = wal.append(b"last").unwrap();
+    next.durable.wait().await.unwrap();
+    assert!(next.lsn > *later.last().unwrap());
+    wal.close();
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     let (wal, frames) = open(dir.path(), &faults, 200);
     assert!(frames.iter().any(|(l, _)| *l == next.lsn));
     assert!(wal.append(b"x").unwrap().lsn > next.lsn);
+}
+
+#[tokio::test]
+async fn a_failed_group_is_not_outstanding() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (wal, _) = open(dir.path(), &faults, 1 << 20);
+    faults.enospc.store(true, Ordering::Relaxed);
+    let failed = wal.append(b"lost").unwrap();
+    assert!(failed.durable.wait().await.is_err());
+    assert_eq!(wal.outstanding(), 0);
 }
 
 #[tokio::test]

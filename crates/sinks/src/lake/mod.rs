@@ -5,10 +5,16 @@
 //!   events/                          one folder per table
 //!     _sluice/table.json             the table's layout (catalog)
 //!     service=api/                   one folder per partition value (hive style)
-//!       part-<uuid v7>.parquet       one file per flush: zstd, statistics, sorted by the sort key
+//!       part-<first>-<last>-<uuid v7>.parquet
+//!                                    one file per flush: zstd, statistics, sorted by the sort key;
+//!                                    <first>-<last> is the range of insert sequence numbers in it
 //!   logs/                            an unpartitioned table keeps its parts at the top
-//!     part-<uuid v7>.parquet
+//!     part-<first>-<last>-<uuid v7>.parquet
 //! ```
+//!
+//! Exactly once: [`sluice_core::Sink::committed`] reads the highest sequence number per partition
+//! from the part names alone. A part is renamed into place whole, so a part that exists holds all
+//! the inserts its name says; replay after a crash skips them.
 //!
 //! Partition values are percent-escaped in folder names (`a/b` becomes `a%2Fb`) and null is
 //! `__HIVE_DEFAULT_PARTITION__`, as Hive, Spark, Delta, pyarrow and DuckDB expect. As in Delta
@@ -30,5 +36,5 @@ mod sink;
 
 pub use config::{DEFAULT_ZSTD_LEVEL, LakeConfig};
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
-pub use path::{NULL_PARTITION, partition_dir_name};
+pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
 pub use sink::LakeSink;

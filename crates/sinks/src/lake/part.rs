@@ -31,6 +31,30 @@ pub const FLUSH_ID_KEY: &str = "sluice.flush_id";
 
 const SINK: &str = "lake";
 
+/// A part's file name: `part-<first seq>-<last seq>-<uuid v7>.parquet`. The sequence range says
+/// which inserts it holds without opening it; the UUID keeps names unique.
+pub(crate) fn part_name(first_seq: u64, last_seq: u64) -> String {
+    format!(
+        "{PART_PREFIX}{first_seq:020}-{last_seq:020}-{}{PART_SUFFIX}",
+        uuid::Uuid::now_v7()
+    )
+}
+
+/// The sequence range of a part file name, when it is one.
+pub(crate) fn parse_part_name(name: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix(PART_PREFIX)?.strip_suffix(PART_SUFFIX)?;
+    let mut fields = rest.splitn(3, '-');
+    let first = fields.next()?.parse().ok()?;
+    let last = fields.next()?.parse().ok()?;
+    fields.next()?;
+    Some((first, last))
+}
+
+/// Whether a file name is a temporary part left by an interrupted write.
+pub(crate) fn is_temporary(name: &str) -> bool {
+    name.starts_with(&format!(".{PART_PREFIX}")) && name.ends_with(".tmp")
+}
+
 /// A part on disk.
 #[derive(Debug)]
 pub(crate) struct WrittenPart {
@@ -54,7 +78,7 @@ pub(crate) fn write_part(
     fsio::create_dir_durably(&config.root, &dir).map_err(|e| io_error(&dir, "create", e))?;
 
     let batch = without_partition_column(table, batch)?;
-    let name = format!("{PART_PREFIX}{}{PART_SUFFIX}", uuid::Uuid::now_v7());
+    let name = part_name(id.first_seq, id.last_seq);
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(&name);
     let result = write_file(config, table, id, &batch, &tmp).and_then(|bytes| {
@@ -151,5 +175,23 @@ fn parquet_error(path: &Path, e: ParquetError) -> SinkError {
             SinkError::retriable(SINK, message).with_source(e)
         }
         _ => SinkError::permanent(SINK, message).with_source(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names_carry_their_sequence_range() {
+        let name = part_name(7, 1234);
+        assert!(
+            name.starts_with("part-00000000000000000007-00000000000000001234-"),
+            "{name}"
+        );
+        assert_eq!(parse_part_name(&name), Some((7, 1234)));
+        assert_eq!(parse_part_name("part-01a2.parquet"), None);
+        assert!(is_temporary(&format!(".{name}.tmp")));
+        assert!(!is_temporary(&name));
     }
 }

@@ -32,9 +32,46 @@ pub fn partition_dir_name(column: Option<&str>, key: &PartitionKey) -> Option<St
     Some(name)
 }
 
+/// The partition a folder name stands for, when it is `column=<escaped value>`.
+pub fn parse_partition_dir_name(column: &str, name: &str) -> Option<PartitionKey> {
+    let value = name.strip_prefix(column)?.strip_prefix('=')?;
+    if value == NULL_PARTITION {
+        return Some(PartitionKey::Null);
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok().map(PartitionKey::Value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn folder_names_parse_back() {
+        for key in [
+            PartitionKey::Value("a/b c%é".into()),
+            PartitionKey::Value("2026-11-29".into()),
+            PartitionKey::Value(String::new()),
+            PartitionKey::Null,
+        ] {
+            let name = partition_dir_name(Some("col"), &key).unwrap();
+            assert_eq!(parse_partition_dir_name("col", &name), Some(key));
+        }
+        assert_eq!(parse_partition_dir_name("col", "other=x"), None);
+        assert_eq!(parse_partition_dir_name("col", "col=%zz"), None);
+    }
 
     #[test]
     fn escapes_everything_path_like() {

@@ -1,0 +1,107 @@
+//! A `sluice serve` child process on 127.0.0.1:0, for the lab's experiments and for tests.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server. Killed (SIGKILL) when dropped.
+pub struct ServerProcess {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts `binary serve --listen 127.0.0.1:0 --data-dir DATA [--config CONFIG]` and waits for
+    /// the line that says where it listens.
+    pub fn spawn(binary: &Path, data_dir: &Path, config: Option<&Path>) -> std::io::Result<Self> {
+        let mut command = Command::new(binary);
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let mut child = command.spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|addr| addr.parse().ok());
+        match addr {
+            Some(addr) => Ok(Self { child, addr }),
+            None => {
+                let _ = child.kill();
+                let status = child.wait()?;
+                Err(std::io::Error::other(format!(
+                    "sluice serve did not start ({status}): {line:?}"
+                )))
+            }
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(&mut self) -> std::io::Result<()> {
+        self.child.kill()?;
+        self.child.wait().map(|_| ())
+    }
+
+    /// SIGTERM (a graceful stop).
+    pub fn terminate(&self) -> std::io::Result<()> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("kill -TERM failed"))
+        }
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub fn wait(&mut self, limit: Duration) -> std::io::Result<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                return Err(std::io::Error::other(format!(
+                    "sluice did not exit within {limit:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `sluice` binary this process runs as, for commands that start servers of their own.
+pub fn current_binary() -> std::io::Result<PathBuf> {
+    std::env::current_exe()
+}

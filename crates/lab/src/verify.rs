@@ -1,0 +1,109 @@
+//! Reading back what sluice wrote: the `id` of every row of a table's parts, with how often
+//! each appears, so a test or the crash lab can say "exactly once".
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// Every part file of `table` under `data_dir` (recursively), sorted.
+pub fn part_files(data_dir: &Path, table: &str) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![data_dir.join(table)];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if path.is_dir() && !name.starts_with('_') {
+                stack.push(path);
+            } else if name.starts_with("part-") && name.ends_with(".parquet") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// How often each `id` appears in the parts of `table`.
+pub fn id_counts(data_dir: &Path, table: &str) -> Result<HashMap<i64, usize>, String> {
+    let mut counts = HashMap::new();
+    for path in part_files(data_dir, table).map_err(|e| e.to_string())? {
+        let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|b| b.build())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| format!("{}: {e}", path.display()))?;
+            let column = batch
+                .column_by_name("id")
+                .ok_or_else(|| format!("{} has no id column", path.display()))?;
+            let ids = column
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| format!("{}: id is not int64", path.display()))?;
+            if ids.null_count() > 0 {
+                return Err(format!("{} has null ids", path.display()));
+            }
+            for id in ids.values() {
+                *counts.entry(*id).or_default() += 1;
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// Acknowledged ids that are missing, and ids that appear more than once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Audit {
+    /// Acknowledged rows.
+    pub acked: u64,
+    /// Distinct ids found.
+    pub landed: u64,
+    /// Acknowledged ids not found.
+    pub lost: u64,
+    /// Ids found more than once.
+    pub duplicated: u64,
+    /// A few lost ids, for the report.
+    pub lost_examples: Vec<u64>,
+    /// A few duplicated ids, for the report.
+    pub duplicated_examples: Vec<i64>,
+}
+
+/// Checks `acked` id ranges (`[start, end)`) against what landed.
+pub fn audit(counts: &HashMap<i64, usize>, acked: &[(u64, u64)]) -> Audit {
+    let mut audit = Audit {
+        landed: counts.len() as u64,
+        ..Audit::default()
+    };
+    for &(start, end) in acked {
+        audit.acked += end - start;
+        for id in start..end {
+            if !i64::try_from(id).is_ok_and(|id| counts.contains_key(&id)) {
+                audit.lost += 1;
+                if audit.lost_examples.len() < 5 {
+                    audit.lost_examples.push(id);
+                }
+            }
+        }
+    }
+    let mut duplicated: Vec<i64> = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(id, _)| *id)
+        .collect();
+    duplicated.sort_unstable();
+    audit.duplicated = duplicated.len() as u64;
+    audit.duplicated_examples = duplicated.into_iter().take(5).collect();
+    audit
+}
