@@ -18,7 +18,7 @@ use sluice_pipeline::{
     RecoveryMode, WalConfig,
 };
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
-use sluice_sinks::LakeConfig;
+use sluice_sinks::{LakeConfig, SqliteConfig};
 
 /// The default data directory, relative to where sluice runs.
 pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
@@ -55,6 +55,11 @@ pub struct FileConfig {
     /// Write-ahead log settings.
     #[serde(default)]
     pub wal: WalFileConfig,
+    /// Stores other than the built-in lake, by name.
+    #[serde(default)]
+    pub sinks: BTreeMap<String, SinkSpec>,
+    /// The sink auto-created tables land in (default `lake`).
+    pub default_sink: Option<String>,
     /// Declared tables.
     #[serde(default)]
     pub tables: BTreeMap<String, TableFileConfig>,
@@ -82,6 +87,17 @@ pub struct WalFileConfig {
     pub recovery: Option<String>,
 }
 
+/// The name of the built-in sink: the Parquet lake in the data directory.
+pub const LAKE_SINK: &str = "lake";
+
+/// `[sinks.<name>]`: a store, by its `type`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum SinkSpec {
+    /// A SQLite database file.
+    Sqlite(SqliteConfig),
+}
+
 /// `[tables.<name>]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,6 +113,8 @@ pub struct TableFileConfig {
     /// This table's flush policy; unset fields come from the top-level `[flush]`.
     #[serde(default)]
     pub flush: FlushPolicyConfig,
+    /// The sink it lands in (default: `default_sink`, else `lake`).
+    pub sink: Option<String>,
 }
 
 /// Flags that override the file.
@@ -123,8 +141,12 @@ pub struct Settings {
     pub limits: Limits,
     /// Lake settings.
     pub lake: LakeConfig,
-    /// Declared tables.
-    pub tables: Vec<TableDef>,
+    /// Declared tables, each with the name of its sink.
+    pub tables: Vec<(TableDef, String)>,
+    /// Named sinks other than the lake.
+    pub sinks: BTreeMap<String, SinkSpec>,
+    /// The sink auto-created tables land in.
+    pub default_sink: String,
 }
 
 impl FileConfig {
@@ -201,6 +223,32 @@ impl FileConfig {
             }
             lake.row_group_rows = rows;
         }
+        for name in self.sinks.keys() {
+            if name == LAKE_SINK {
+                return Err(ConfigError::new(
+                    format!("sinks.{name}"),
+                    "'lake' is the built-in lake; give this sink another name",
+                )
+                .into());
+            }
+        }
+        let known = |field: &str, name: &str| -> Result<String> {
+            if name == LAKE_SINK || self.sinks.contains_key(name) {
+                Ok(name.to_owned())
+            } else {
+                let mut names: Vec<&str> = self.sinks.keys().map(String::as_str).collect();
+                names.insert(0, LAKE_SINK);
+                Err(ConfigError::new(
+                    field,
+                    format!("there is no sink '{name}' (known: {})", names.join(", ")),
+                )
+                .into())
+            }
+        };
+        let default_sink = match &self.default_sink {
+            Some(name) => known("default_sink", name)?,
+            None => LAKE_SINK.to_owned(),
+        };
         let mut tables = Vec::new();
         for (name, table) in self.tables {
             let field = format!("tables.{name}");
@@ -217,7 +265,11 @@ impl FileConfig {
                 sort_by: table.sort_by,
             };
             let def = TableDef::new(table_name, layout, policy).map_err(|e| e.within(&field))?;
-            tables.push(def);
+            let sink = match &table.sink {
+                Some(sink) => known(&format!("{field}.sink"), sink)?,
+                None => default_sink.clone(),
+            };
+            tables.push((def, sink));
         }
         let listen = overrides
             .listen
@@ -235,6 +287,8 @@ impl FileConfig {
             },
             lake,
             tables,
+            sinks: self.sinks,
+            default_sink,
         })
     }
 }
@@ -277,10 +331,38 @@ mod tests {
             "#,
         )
         .unwrap();
-        let t = &s.tables[0];
+        let (t, sink) = &s.tables[0];
+        assert_eq!(sink, LAKE_SINK);
         assert_eq!(t.policy().max_rows(), 5000);
         assert_eq!(t.policy().max_age(), Duration::from_millis(250));
         assert_eq!(t.sort_by(), ["service", "ts"]);
+    }
+
+    #[test]
+    fn tables_pick_named_sinks() {
+        let s = resolve(
+            r#"
+            default_sink = "db"
+            [sinks.db]
+            type = "sqlite"
+            path = "x.db"
+            synchronous = "normal"
+            [tables.a]
+            columns = [{ name = "id", type = "int64" }]
+            [tables.b]
+            columns = [{ name = "id", type = "int64" }]
+            sink = "lake"
+            "#,
+        )
+        .unwrap();
+        let sinks: Vec<(&str, &str)> = s
+            .tables
+            .iter()
+            .map(|(t, s)| (t.name().as_str(), s.as_str()))
+            .collect();
+        assert_eq!(sinks, [("a", "db"), ("b", "lake")]);
+        assert_eq!(s.default_sink, "db");
+        assert!(matches!(&s.sinks["db"], SinkSpec::Sqlite(c) if c.path == Path::new("x.db")));
     }
 
     #[test]
@@ -302,6 +384,15 @@ mod tests {
             ),
             ("[lake]\nzstd_level = 40", "lake.zstd_level"),
             ("[wal]\nrecovery = \"maybe\"", "wal.recovery"),
+            ("default_sink = \"nope\"", "default_sink"),
+            (
+                "[tables.t]\ncolumns = [{name = \"a\", type = \"int64\"}]\nsink = \"nope\"",
+                "tables.t.sink",
+            ),
+            (
+                "[sinks.lake]\ntype = \"sqlite\"\npath = \"x\"",
+                "sinks.lake",
+            ),
             ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
         ];
         for (text, field) in cases {

@@ -1,5 +1,6 @@
 //! `sluice serve`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,10 +9,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
-use sluice_sinks::{FileCatalog, LakeSink};
+use sluice_sinks::{FileCatalog, LakeSink, SqliteSink};
 use tokio::net::TcpListener;
 
-use crate::config::{FileConfig, Overrides};
+use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
 
 /// `sluice serve` flags.
 #[derive(Debug, Args)]
@@ -43,11 +44,21 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     })?;
     let metrics = sluice_server::metrics::install();
 
-    let lake: Arc<dyn sluice_core::Sink> = Arc::new(LakeSink::new(settings.lake.clone())?);
+    let sinks = build_sinks(&settings)?;
+    let sink = |name: &str| -> Result<Arc<dyn sluice_core::Sink>> {
+        sinks
+            .get(name)
+            .cloned()
+            .with_context(|| format!("there is no sink '{name}'"))
+    };
     let catalog = Arc::new(FileCatalog::open(&settings.data_dir)?);
-    let mut builder = Pipeline::builder(settings.pipeline.clone(), catalog, lake);
-    for table in settings.tables {
-        builder = builder.table(table, None);
+    let mut builder = Pipeline::builder(
+        settings.pipeline.clone(),
+        catalog,
+        sink(&settings.default_sink)?,
+    );
+    for (table, sink_name) in settings.tables {
+        builder = builder.table(table, Some(sink(&sink_name)?));
     }
     let pipeline = builder.start().await.context("cannot start the pipeline")?;
 
@@ -89,6 +100,26 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     tracing::info!(tables = report.tables.len(), "everything flushed; bye");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Opens every sink the settings name: the lake, and each `[sinks.NAME]`.
+fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn sluice_core::Sink>>> {
+    let mut sinks: HashMap<String, Arc<dyn sluice_core::Sink>> = HashMap::new();
+    sinks.insert(
+        LAKE_SINK.to_owned(),
+        Arc::new(LakeSink::new(settings.lake.clone())?),
+    );
+    for (name, spec) in &settings.sinks {
+        let sink: Arc<dyn sluice_core::Sink> = match spec {
+            SinkSpec::Sqlite(config) => {
+                Arc::new(SqliteSink::open(config.clone()).with_context(|| {
+                    format!("sink {name}: cannot open {}", config.path.display())
+                })?)
+            }
+        };
+        sinks.insert(name.clone(), sink);
+    }
+    Ok(sinks)
 }
 
 fn init_tracing() {

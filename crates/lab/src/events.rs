@@ -5,6 +5,13 @@
 
 use std::io::Write;
 
+use std::sync::Arc;
+
+use arrow::array::{
+    Float64Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+    TimestampMicrosecondBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, SecondsFormat};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -114,6 +121,63 @@ impl EventGen {
     }
 }
 
+/// The Arrow schema of [`EventGen::batch`]: seed 000's eight columns.
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            false,
+        ),
+        Field::new("service", DataType::Utf8, false),
+        Field::new("endpoint", DataType::Utf8, false),
+        Field::new("status", DataType::Int32, false),
+        Field::new("latency_ms", DataType::Float64, false),
+        Field::new("bytes", DataType::Int64, false),
+        Field::new("request_id", DataType::Utf8, false),
+        Field::new("user_id", DataType::Int64, false),
+    ]))
+}
+
+impl EventGen {
+    /// The next `rows` events as one Arrow batch with [`schema`].
+    pub fn batch(&mut self, rows: usize) -> RecordBatch {
+        let mut ts = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("+00:00");
+        let mut service = StringBuilder::with_capacity(rows, rows * 8);
+        let mut endpoint = StringBuilder::with_capacity(rows, rows * 16);
+        let mut status = Int32Builder::with_capacity(rows);
+        let mut latency = Float64Builder::with_capacity(rows);
+        let mut bytes = Int64Builder::with_capacity(rows);
+        let mut request_id = StringBuilder::with_capacity(rows, rows * 32);
+        let mut user_id = Int64Builder::with_capacity(rows);
+        let mut hex = String::with_capacity(32);
+        for _ in 0..rows {
+            let e = self.next_event();
+            ts.append_value(e.ts_micros);
+            service.append_value(e.service);
+            endpoint.append_value(e.endpoint);
+            status.append_value(i32::from(e.status));
+            latency.append_value(e.latency_ms);
+            bytes.append_value(e.bytes);
+            hex.clear();
+            let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{:032x}", e.request_id));
+            request_id.append_value(&hex);
+            user_id.append_value(e.user_id);
+        }
+        let columns: Vec<arrow::array::ArrayRef> = vec![
+            Arc::new(ts.finish()),
+            Arc::new(service.finish()),
+            Arc::new(endpoint.finish()),
+            Arc::new(status.finish()),
+            Arc::new(latency.finish()),
+            Arc::new(bytes.finish()),
+            Arc::new(request_id.finish()),
+            Arc::new(user_id.finish()),
+        ];
+        RecordBatch::try_new(schema(), columns).expect("the builders follow the schema")
+    }
+}
+
 fn skewed(rng: &mut SmallRng, n: usize) -> usize {
     let a = rng.random_range(0..n);
     let b = rng.random_range(0..n);
@@ -157,6 +221,16 @@ mod tests {
         assert_eq!(a, b);
         let mut other = EventGen::new(43);
         assert_ne!(other.next_event(), a[0]);
+    }
+
+    #[test]
+    fn batches_are_deterministic_and_match_the_schema() {
+        let a = EventGen::new(5).batch(1000);
+        let b = EventGen::new(5).batch(1000);
+        assert_eq!(a, b);
+        assert_eq!(a.num_rows(), 1000);
+        assert_eq!(a.schema(), schema());
+        assert_ne!(EventGen::new(6).batch(1000), a);
     }
 
     #[test]

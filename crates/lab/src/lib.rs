@@ -14,7 +14,10 @@
 
 pub mod acks;
 pub mod crash;
+pub mod estimate;
 pub mod events;
+pub mod layouts;
 pub mod load;
+pub mod merge_sim;
 pub mod process;
 pub mod verify;

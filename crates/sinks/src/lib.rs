@@ -3,6 +3,7 @@
 //! # Layout
 //!
 //! - [`lake`]: the embedded default, Parquet parts in a folder tree (`DATA_DIR/<table>/...`).
+//! - [`sqlite`]: one transaction per flush with a ledger row, exactly once.
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //!
@@ -12,6 +13,8 @@
 pub mod catalog;
 pub mod fsio;
 pub mod lake;
+pub mod sqlite;
 
 pub use catalog::FileCatalog;
 pub use lake::{LakeConfig, LakeSink};
+pub use sqlite::{SqliteConfig, SqliteSink};

@@ -1,0 +1,271 @@
+//! The SQLite sink: flushes become transactions, on a blocking thread.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use sluice_core::sink::BoxFuture;
+use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
+
+use super::config::SqliteConfig;
+use super::types::{BindError, Column, quote, sql_type};
+
+/// The table that records, per table and partition, the highest sequence number landed.
+pub const LEDGER_TABLE: &str = "_sluice_ledger";
+
+const SINK: &str = "sqlite";
+
+/// Lands flushes in one SQLite database.
+#[derive(Clone)]
+pub struct SqliteSink {
+    conn: Arc<Mutex<Connection>>,
+    config: Arc<SqliteConfig>,
+}
+
+impl std::fmt::Debug for SqliteSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteSink")
+            .field("path", &self.config.path)
+            .finish()
+    }
+}
+
+impl SqliteSink {
+    /// Opens (or creates) the database and its ledger.
+    pub fn open(config: SqliteConfig) -> Result<Self, SinkError> {
+        let conn =
+            Connection::open(&config.path).map_err(|e| classify(e, "cannot open the database"))?;
+        conn.execute_batch(&config.pragmas())
+            .map_err(|e| classify(e, "cannot set the database up"))?;
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (table_name TEXT NOT NULL, partition TEXT NOT NULL, \
+             last_seq INTEGER NOT NULL, PRIMARY KEY (table_name, partition))",
+            quote(LEDGER_TABLE)
+        ))
+        .map_err(|e| classify(e, "cannot create the ledger"))?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The sink's settings.
+    pub fn config(&self) -> &SqliteConfig {
+        &self.config
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, SinkError> + Send + 'static,
+    ) -> Result<T, SinkError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || f(&mut lock(&conn)))
+            .await
+            .map_err(|e| SinkError::retriable(SINK, format!("database task failed: {e}")))?
+    }
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    match conn.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// How a partition is written in the ledger: reversible, and distinct for "whole table" and null.
+fn ledger_key(key: &PartitionKey) -> String {
+    match key {
+        PartitionKey::Whole => String::new(),
+        PartitionKey::Null => "\u{0}null".to_owned(),
+        PartitionKey::Value(v) => format!("={v}"),
+    }
+}
+
+fn parse_ledger_key(text: &str) -> Option<PartitionKey> {
+    match text {
+        "" => Some(PartitionKey::Whole),
+        "\u{0}null" => Some(PartitionKey::Null),
+        other => other
+            .strip_prefix('=')
+            .map(|v| PartitionKey::Value(v.to_owned())),
+    }
+}
+
+/// Sorts SQLite's errors: busy, locked, full and I/O failures pass; the rest are about the batch.
+fn classify(error: rusqlite::Error, context: &str) -> SinkError {
+    let message = format!("{context}: {error}");
+    let retriable = match &error {
+        rusqlite::Error::SqliteFailure(e, _) => matches!(
+            e.code,
+            ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::DiskFull
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::CannotOpen
+                | ErrorCode::OutOfMemory
+                | ErrorCode::FileLockingProtocolFailed
+        ),
+        _ => false,
+    };
+    let error_kind = if retriable {
+        SinkError::retriable(SINK, message)
+    } else {
+        SinkError::permanent(SINK, message)
+    };
+    error_kind.with_source(error)
+}
+
+fn create_table(conn: &Connection, table: &TableDef) -> Result<(), SinkError> {
+    let mut columns = Vec::new();
+    for field in table.schema().arrow().fields() {
+        let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+        let not_null = if field.is_nullable() { "" } else { " NOT NULL" };
+        columns.push(format!("{} {ty}{not_null}", quote(field.name())));
+    }
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} ({})",
+        quote(table.name().as_str()),
+        columns.join(", ")
+    );
+    conn.execute_batch(&sql)
+        .map_err(|e| classify(e, &format!("cannot create table {}", table.name())))
+}
+
+fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkError> {
+    let table = flush.table.name().as_str();
+    let key = ledger_key(&flush.id.partition);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| classify(e, "cannot begin"))?;
+    let landed: Option<i64> = tx
+        .query_row(
+            &format!(
+                "SELECT last_seq FROM {} WHERE table_name = ?1 AND partition = ?2",
+                quote(LEDGER_TABLE)
+            ),
+            params![table, key],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|e| classify(e, "cannot read the ledger"))?;
+    let last_seq = i64::try_from(flush.id.last_seq).unwrap_or(i64::MAX);
+    if landed.is_some_and(|l| l >= last_seq) {
+        // A replay of a flush this database already holds.
+        return Ok(Landed::default());
+    }
+    let batch = &flush.batch;
+    let schema = batch.schema();
+    let names: Vec<String> = schema.fields().iter().map(|f| quote(f.name())).collect();
+    let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        quote(table),
+        names.join(", "),
+        placeholders.join(", ")
+    );
+    {
+        let mut stmt = tx
+            .prepare(&sql)
+            .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
+        let columns = batch
+            .columns()
+            .iter()
+            .map(|c| Column::new(c.as_ref()))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| SinkError::permanent(SINK, e))?;
+        for row in 0..batch.num_rows() {
+            for (i, column) in columns.iter().enumerate() {
+                column.bind(&mut stmt, i + 1, row).map_err(|e| match e {
+                    BindError::Sqlite(e) => classify(e, "cannot bind a value"),
+                    BindError::Value(message) => SinkError::permanent(
+                        SINK,
+                        format!("column '{}': {message}", schema.field(i).name()),
+                    ),
+                })?;
+            }
+            stmt.raw_execute()
+                .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
+        }
+    }
+    tx.execute(
+        &format!(
+            "INSERT INTO {} (table_name, partition, last_seq) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (table_name, partition) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)",
+            quote(LEDGER_TABLE)
+        ),
+        params![table, key, last_seq],
+    )
+    .map_err(|e| classify(e, "cannot update the ledger"))?;
+    tx.commit().map_err(|e| classify(e, "cannot commit"))?;
+    Ok(Landed { parts: 1, bytes: 0 })
+}
+
+impl Sink for SqliteSink {
+    fn name(&self) -> &'static str {
+        SINK
+    }
+
+    fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
+        let table = table.clone();
+        Box::pin(self.blocking(move |conn| create_table(conn, &table)))
+    }
+
+    fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
+        let table = flush.table.clone();
+        let (id, batch) = (flush.id, flush.batch);
+        Box::pin(self.blocking(move |conn| {
+            write(
+                conn,
+                &FlushBatch {
+                    table: &table,
+                    id,
+                    batch,
+                },
+            )
+        }))
+    }
+
+    fn committed<'a>(
+        &'a self,
+        table: &'a TableDef,
+    ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
+        let name = table.name().to_string();
+        Box::pin(self.blocking(move |conn| {
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT partition, last_seq FROM {} WHERE table_name = ?1",
+                    quote(LEDGER_TABLE)
+                ))
+                .map_err(|e| classify(e, "cannot read the ledger"))?;
+            let rows = stmt
+                .query_map(params![name], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(|e| classify(e, "cannot read the ledger"))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (key, last) = row.map_err(|e| classify(e, "cannot read the ledger"))?;
+                if let Some(key) = parse_ledger_key(&key) {
+                    out.push((key, u64::try_from(last).unwrap_or(0)));
+                }
+            }
+            Ok(out)
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_keys_round_trip() {
+        for key in [
+            PartitionKey::Whole,
+            PartitionKey::Null,
+            PartitionKey::Value(String::new()),
+            PartitionKey::Value("a=b".into()),
+        ] {
+            assert_eq!(parse_ledger_key(&ledger_key(&key)), Some(key));
+        }
+    }
+}
