@@ -7,12 +7,26 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
 use sluice_lab::acks::{self, AcksConfig};
 use sluice_lab::crash::{self, CrashConfig};
+use sluice_lab::knee::{self, KneeConfig};
+use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
+use sluice_lab::merge_sim::{self, MergeSimConfig, MergeSimReport};
+use sluice_lab::plot;
 
 /// `sluice lab` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Seed 000: the same rows as tiny files and big ones: bytes, footers, scans, a query,
+    /// compaction and merge cost.
+    Layouts(LayoutsArgs),
+    /// Seed 000: one merge thread against a stream of small parts.
+    MergeSim(MergeSimArgs),
+    /// Seed 001: rows/s by batch size in SQLite, trickle waits, and single-row producers through
+    /// sluice.
+    Knee(KneeArgs),
     /// Kill a loaded server with SIGKILL again and again; check every durable row landed once.
     Crash(CrashArgs),
     /// Async, durable and committed acks side by side: rows/s, latency, WAL fsyncs/s.
@@ -51,6 +65,103 @@ impl Scratch {
     }
 }
 
+/// Where the figures go besides the table on stdout.
+#[derive(Debug, Args)]
+pub struct Outputs {
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an SVG plot to this file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+impl Outputs {
+    fn write_json(&self, value: &impl Serialize) -> Result<()> {
+        write_json(self.json.as_ref(), value)
+    }
+
+    fn note_plot(&self) {
+        if let Some(path) = &self.plot {
+            eprintln!("plot written to {}", path.display());
+        }
+    }
+}
+
+/// `sluice lab layouts` flags.
+#[derive(Debug, Args)]
+pub struct LayoutsArgs {
+    /// Rows in the data set.
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: usize,
+    /// Rows per file of each layout, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = layouts::SEED_LAYOUTS)]
+    layouts: Vec<usize>,
+    /// Threads of the parallel scan and of compaction [default: all cores].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Each timing is the best of this many runs.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Seed of the events.
+    #[arg(long, default_value_t = 2026)]
+    seed: u64,
+    #[command(flatten)]
+    scratch: Scratch,
+    #[command(flatten)]
+    outputs: Outputs,
+}
+
+/// `sluice lab merge-sim` flags.
+#[derive(Debug, Args)]
+pub struct MergeSimArgs {
+    /// Rows ingested per second [default: the seed's scenarios].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Rows per insert [default: the seed's scenarios].
+    #[arg(long)]
+    insert_rows: Option<u64>,
+    /// How long ingest runs.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10m")]
+    duration: Duration,
+    /// Take the merge cost (fixed + per row) from a `sluice lab layouts --json` file measured on
+    /// this machine instead of the seed's 14.6 ms + 0.3284 us/row.
+    #[arg(long)]
+    merge_cost_from_layouts: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: Outputs,
+}
+
+/// `sluice lab knee` flags.
+#[derive(Debug, Args)]
+pub struct KneeArgs {
+    /// Rows per batch size.
+    #[arg(long, default_value_t = 200_000)]
+    rows: usize,
+    /// Rows for batch size 1.
+    #[arg(long, default_value_t = 20_000)]
+    rows_for_one: usize,
+    /// Batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = knee::SEED_SIZES)]
+    sizes: Vec<usize>,
+    /// Runs per size (the median is kept).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Rows per second of the trickle.
+    #[arg(long, default_value_t = 20.0)]
+    trickle: f64,
+    /// The age limit of the size-or-age policy (and of sluice's row).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "200ms")]
+    max_age: Duration,
+    /// Single-row producers sending through sluice.
+    #[arg(long, default_value_t = 64)]
+    producers: usize,
+    #[command(flatten)]
+    scratch: Scratch,
+    #[command(flatten)]
+    outputs: Outputs,
+}
+
 /// `sluice lab crash` flags.
 #[derive(Debug, Args)]
 pub struct CrashArgs {
@@ -74,9 +185,9 @@ pub struct CrashArgs {
     seed: u64,
     #[command(flatten)]
     scratch: Scratch,
-    /// Print the report as JSON on stdout.
+    /// Write every figure as JSON to this file.
     #[arg(long)]
-    json: bool,
+    json: Option<PathBuf>,
 }
 
 /// `sluice lab acks` flags.
@@ -96,14 +207,52 @@ pub struct AcksArgs {
     max_age: Duration,
     #[command(flatten)]
     scratch: Scratch,
-    /// Print the report as JSON on stdout.
+    /// Write every figure as JSON to this file.
     #[arg(long)]
-    json: bool,
+    json: Option<PathBuf>,
+}
+
+fn write_json(path: Option<&PathBuf>, value: &impl Serialize) -> Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(value)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("figures written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// An indicatif bar on stderr, one step at a time.
+struct Bar(ProgressBar);
+
+impl Bar {
+    fn new() -> Self {
+        let bar = ProgressBar::new(0);
+        if let Ok(style) = ProgressStyle::with_template("{msg:<48} {bar:30} {pos}/{len} {elapsed}")
+        {
+            bar.set_style(style);
+        }
+        Self(bar)
+    }
+}
+
+impl layouts::Progress for Bar {
+    fn step(&self, name: &str, total: u64) {
+        self.0.set_message(name.to_owned());
+        self.0.set_length(total);
+        self.0.set_position(0);
+    }
+
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
+    }
 }
 
 pub async fn run(command: LabCommand) -> Result<ExitCode> {
     let binary = sluice_lab::process::current_binary().context("cannot find the sluice binary")?;
     match command {
+        LabCommand::Layouts(args) => run_layouts(args).await,
+        LabCommand::MergeSim(args) => run_merge_sim(args),
+        LabCommand::Knee(args) => run_knee(args).await,
         LabCommand::Crash(args) => {
             let (dir, _temp) = args.scratch.open()?;
             let config = CrashConfig {
@@ -126,9 +275,8 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             })
             .await
             .map_err(anyhow::Error::msg)?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
+            write_json(args.json.as_ref(), &report)?;
+            {
                 let a = &report.audit;
                 println!(
                     "crash test: {} kills with SIGKILL under load",
@@ -164,42 +312,250 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 duration: args.duration,
                 max_age: args.max_age,
             };
-            if !args.json {
-                println!(
-                    "{} producers x {} rows/insert, {:?} per mode, max_age {:?}",
-                    config.producers, config.rows_per_insert, config.duration, config.max_age
-                );
-                println!(
-                    "{:<10} {:>12} {:>9} {:>9} {:>11} {:>12} {:>7}",
-                    "ack", "rows/s", "p50 ms", "p99 ms", "fsyncs/s", "rows/fsync", "errors"
-                );
-            }
-            let json = args.json;
+            println!(
+                "{} producers x {} rows/insert, {:?} per mode, max_age {:?}",
+                config.producers, config.rows_per_insert, config.duration, config.max_age
+            );
+            println!(
+                "{:<10} {:>12} {:>9} {:>9} {:>11} {:>12} {:>7}",
+                "ack", "rows/s", "p50 ms", "p99 ms", "fsyncs/s", "rows/fsync", "errors"
+            );
             let report = acks::run(config, |m| {
-                if !json {
-                    println!(
-                        "{:<10} {:>12.0} {:>9.2} {:>9.2} {:>11.0} {:>12.1} {:>7}",
-                        m.ack,
-                        m.rows_per_s,
-                        m.latency.p50_ms,
-                        m.latency.p99_ms,
-                        m.fsyncs_per_s,
-                        m.rows_per_fsync,
-                        m.errors
-                    );
-                }
+                println!(
+                    "{:<10} {:>12.0} {:>9.2} {:>9.2} {:>11.0} {:>12.1} {:>7}",
+                    m.ack,
+                    m.rows_per_s,
+                    m.latency.p50_ms,
+                    m.latency.p99_ms,
+                    m.fsyncs_per_s,
+                    m.rows_per_fsync,
+                    m.errors
+                );
             })
             .await
             .map_err(anyhow::Error::msg)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else if let (Some(a), Some(d)) = (report.modes.first(), report.modes.get(1)) {
+            if let (Some(a), Some(d)) = (report.modes.first(), report.modes.get(1)) {
                 println!(
                     "durable / async throughput: {:.2}",
                     d.rows_per_s / a.rows_per_s.max(1e-9)
                 );
             }
+            write_json(args.json.as_ref(), &report)?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn run_layouts(args: LayoutsArgs) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = LayoutsConfig {
+        rows: args.rows,
+        layouts: args.layouts,
+        threads: args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        reps: args.reps,
+        dir,
+        seed: args.seed,
+    };
+    let report = tokio::task::spawn_blocking(move || {
+        let bar = Bar::new();
+        let report = layouts::run(&config, &bar);
+        bar.0.finish_and_clear();
+        report
+    })
+    .await?
+    .map_err(anyhow::Error::msg)?;
+    print_layouts(&report);
+    args.outputs.write_json(&report)?;
+    if let Some(path) = &args.outputs.plot {
+        plot::layouts(&report, path).map_err(anyhow::Error::msg)?;
+        args.outputs.note_plot();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_layouts(r: &LayoutsReport) {
+    println!(
+        "{} rows, {:.1} MB in memory, {} threads, best of {}",
+        r.rows,
+        r.raw_bytes as f64 / 1e6,
+        r.threads,
+        r.reps
+    );
+    println!(
+        "{:>10} {:>7} {:>9} {:>15} {:>9} {:>10} {:>11} {:>11} {:>9}",
+        "rows/file",
+        "files",
+        "MB",
+        "footer MB (%)",
+        "write s",
+        "meta ms",
+        "scan 1t ms",
+        "scan Nt ms",
+        "query ms"
+    );
+    for l in &r.layouts {
+        println!(
+            "{:>10} {:>7} {:>9.1} {:>8.2} ({:>3.0}%) {:>9.2} {:>10.1} {:>11.0} {:>11.0} {:>9.1}",
+            l.rows_per_file,
+            l.files,
+            l.bytes as f64 / 1e6,
+            l.footer_bytes as f64 / 1e6,
+            l.footer_share * 100.0,
+            l.write_s,
+            l.meta_open_s * 1000.0,
+            l.scan_1_thread_s * 1000.0,
+            l.scan_threads_s * 1000.0,
+            l.query_s * 1000.0
+        );
+    }
+    if let Some(x) = &r.ratios {
+        println!(
+            "tiny vs big: bytes {:.1}x, scan {:.0}x ({:.0}x on 1 thread), query {:.0}x, write {:.0}x, metadata {:.0}x",
+            x.bytes, x.scan, x.scan_1_thread, x.query, x.write, x.meta_open
+        );
+    }
+    if let Some(c) = &r.compaction {
+        println!(
+            "compaction: {} files ({:.1} MB) into {} ({:.1} MB), {} rows, {:.2} s",
+            c.files_in,
+            c.bytes_in as f64 / 1e6,
+            c.files_out,
+            c.bytes_out as f64 / 1e6,
+            c.rows,
+            c.seconds
+        );
+    }
+    if let Some(m) = &r.merge {
+        for p in &m.points {
+            println!(
+                "merge 10 files of {:>7} rows: {:>8.1} ms",
+                p.rows_per_file,
+                p.seconds * 1000.0
+            );
+        }
+        println!(
+            "fit: {:.1} ms per merge + {:.3} us per row",
+            m.fixed_s * 1000.0,
+            m.per_row_s * 1e6
+        );
+    }
+}
+
+fn run_merge_sim(args: MergeSimArgs) -> Result<ExitCode> {
+    let mut base = MergeSimConfig {
+        duration: args.duration,
+        ..MergeSimConfig::default()
+    };
+    if let Some(path) = &args.merge_cost_from_layouts {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let report: serde_json::Value = serde_json::from_str(&text)?;
+        let fixed = report["merge"]["fixed_s"].as_f64();
+        let per_row = report["merge"]["per_row_s"].as_f64();
+        match (fixed, per_row) {
+            (Some(fixed), Some(per_row)) if fixed >= 0.0 && per_row >= 0.0 => {
+                base.fixed_cost = Duration::from_secs_f64(fixed);
+                base.per_row_cost_s = per_row;
+            }
+            _ => anyhow::bail!(
+                "{} has no usable merge fit (merge.fixed_s, merge.per_row_s)",
+                path.display()
+            ),
+        }
+    }
+    let scenarios: Vec<(f64, u64)> = match (args.rate, args.insert_rows) {
+        (None, None) => vec![
+            (20_000.0, 100),
+            (20_000.0, 10_000),
+            (20_000.0, 1_000_000),
+            (200_000.0, 100),
+        ],
+        (rate, rows) => vec![(rate.unwrap_or(20_000.0), rows.unwrap_or(100))],
+    };
+    println!(
+        "one merge thread, 10 parts into 1, {:.1} ms + {:.4} us/row, {:?} of ingest",
+        base.fixed_cost.as_secs_f64() * 1000.0,
+        base.per_row_cost_s * 1e6,
+        base.duration
+    );
+    println!(
+        "{:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>11} {:>11} {:>11}",
+        "rows/s",
+        "rows/ins",
+        "parts/s",
+        "merges",
+        "ampl.",
+        "busy",
+        "parts end",
+        "1,000 at s",
+        "3,000 at s"
+    );
+    let mut runs: Vec<(String, MergeSimReport)> = Vec::new();
+    for (rate, insert_rows) in scenarios {
+        let report = merge_sim::simulate(&MergeSimConfig {
+            rate,
+            insert_rows,
+            ..base
+        });
+        let at = |t: Option<f64>| t.map_or_else(|| "never".to_owned(), |t| format!("{t:.2}"));
+        println!(
+            "{:>9.0} {:>9} {:>8.0} {:>8} {:>6.2}x {:>6.1}% {:>11} {:>11} {:>11}",
+            rate,
+            insert_rows,
+            report.parts_per_s,
+            report.merges,
+            report.write_amplification,
+            report.merger_busy * 100.0,
+            report.parts_at_end,
+            at(report.passed_1000_s),
+            at(report.passed_3000_s)
+        );
+        runs.push((
+            format!("{rate:.0} rows/s in {insert_rows}-row inserts"),
+            report,
+        ));
+    }
+    let json: Vec<&MergeSimReport> = runs.iter().map(|(_, r)| r).collect();
+    args.outputs.write_json(&json)?;
+    if let Some(path) = &args.outputs.plot {
+        plot::merge_sim(&runs, path).map_err(anyhow::Error::msg)?;
+        args.outputs.note_plot();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_knee(args: KneeArgs) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = KneeConfig {
+        rows: args.rows,
+        rows_for_one: args.rows_for_one,
+        sizes: args.sizes,
+        reps: args.reps,
+        trickle_rate: args.trickle,
+        trickle_size: 1000,
+        max_age: args.max_age,
+        producers: args.producers,
+        dir,
+    };
+    let bar = ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar.set_message("batch sizes into SQLite, one commit per batch");
+    let report = knee::run(&config, |line| {
+        bar.suspend(|| println!("{line}"));
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    println!(
+        "batch 10,000 vs 1: {:.0}x; sluice's single-row producers vs a commit per row: {:.0}x",
+        report.knee_ratio, report.sluice_ratio
+    );
+    args.outputs.write_json(&report)?;
+    if let Some(path) = &args.outputs.plot {
+        plot::knee(&report, path).map_err(anyhow::Error::msg)?;
+        args.outputs.note_plot();
+    }
+    Ok(ExitCode::SUCCESS)
 }

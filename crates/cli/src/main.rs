@@ -5,11 +5,13 @@
 //! - `config.rs`: the TOML config file and flag overrides, validated.
 //! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline and server; signals.
 //! - `load.rs`: `sluice load`, the load generator's command line and output.
-//! - `lab.rs`: `sluice lab ...`, experiments that start their own servers.
+//! - `lab.rs`: `sluice lab ...`, the seeds' experiments and sluice's own.
+//! - `estimate.rs`: `sluice estimate`, the batching estimator.
 //!
 //! This binary is the only place that uses `anyhow`; the libraries return typed errors.
 
 mod config;
+mod estimate;
 mod lab;
 mod load;
 mod serve;
@@ -38,9 +40,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run N concurrent producers against a sluice server and report rows/s and latency.
     Load(load::LoadArgs),
-    /// Experiments that start their own sluice servers: crash, acks.
+    /// The seeds' experiments and sluice's own: layouts, merge-sim, knee, crash, acks.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// How many parts a write pattern makes, with and without sluice in front. Instant, no I/O.
+    Estimate(estimate::EstimateArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Load(args) => load::run(args).await,
             Command::Lab(command) => lab::run(command).await,
+            Command::Estimate(args) => estimate::run(args),
         }
     });
     match result {

@@ -1,34 +1,45 @@
 //! `sluice lab crash`, recorded in CI with a few kills: every row acknowledged `durable` is in the
 //! lake exactly once after SIGKILLs under load and restarts. (Run it with `--cycles 20` or more by
-//! hand: `sluice lab crash --help`.)
+//! hand: `sluice lab crash --help`.) And `sluice lab acks`, the ack-mode benchmark, on a small load.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 
-#[test]
-fn durable_rows_survive_sigkill_exactly_once() {
+/// Runs `sluice ARGS --json FILE` and returns whether it succeeded and the report.
+fn run_json(args: &[&str]) -> (bool, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
     let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "lab",
-            "crash",
-            "--cycles",
-            "3",
-            "--producers",
-            "16",
-            "--min-run",
-            "300ms",
-            "--max-run",
-            "1200ms",
-            "--json",
-        ])
+        .args(args)
+        .arg("--json")
+        .arg(&path)
         .env("RUST_LOG", "error")
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: serde_json::Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
-    assert!(output.status.success(), "{report}");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    (
+        output.status.success(),
+        serde_json::from_str(&text).unwrap(),
+    )
+}
+
+#[test]
+fn durable_rows_survive_sigkill_exactly_once() {
+    let (ok, report) = run_json(&[
+        "lab",
+        "crash",
+        "--cycles",
+        "3",
+        "--producers",
+        "16",
+        "--min-run",
+        "300ms",
+        "--max-run",
+        "1200ms",
+    ]);
+    assert!(ok, "{report}");
     let audit = &report["audit"];
     assert_eq!(report["cycles"].as_array().unwrap().len(), 3);
     assert!(audit["acked"].as_u64().unwrap() > 0, "{report}");
@@ -38,27 +49,17 @@ fn durable_rows_survive_sigkill_exactly_once() {
 
 #[test]
 fn acks_lab_measures_all_three_modes() {
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "lab",
-            "acks",
-            "--duration",
-            "1s",
-            "--producers",
-            "8",
-            "--max-age",
-            "100ms",
-            "--json",
-        ])
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (ok, report) = run_json(&[
+        "lab",
+        "acks",
+        "--duration",
+        "1s",
+        "--producers",
+        "8",
+        "--max-age",
+        "100ms",
+    ]);
+    assert!(ok, "{report}");
     let modes = report["modes"].as_array().unwrap();
     let names: Vec<&str> = modes.iter().map(|m| m["ack"].as_str().unwrap()).collect();
     assert_eq!(names, ["async", "durable", "committed"]);

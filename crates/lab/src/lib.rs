@@ -9,15 +9,18 @@
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //!
-//! Architecture invariant: the lab knows nothing of sluice's internals: it speaks HTTP to a
-//! `sluice serve` process and reads the Parquet files it leaves.
+//! Architecture invariant: the lab knows nothing of the server's internals: it speaks HTTP to a
+//! `sluice serve` process and reads the files it leaves, or (the knee's last row) uses the
+//! pipeline's public library API, as any embedding program would.
 
 pub mod acks;
 pub mod crash;
 pub mod estimate;
 pub mod events;
+pub mod knee;
 pub mod layouts;
 pub mod load;
 pub mod merge_sim;
+pub mod plot;
 pub mod process;
 pub mod verify;

@@ -1,0 +1,293 @@
+//! Each lab command's JSON has every field docs/lab.md promises, and its plot is an SVG with
+//! labelled axes. Small sizes: this checks the commands, not the machine.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+fn sluice(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "sluice {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn has(value: &serde_json::Value, fields: &[&str]) {
+    for field in fields {
+        assert!(!value[field].is_null(), "missing {field} in {value}");
+    }
+}
+
+fn svg_with(path: &Path, labels: &[&str]) {
+    let svg = std::fs::read_to_string(path).unwrap();
+    assert!(svg.starts_with("<svg"));
+    for label in labels {
+        assert!(svg.contains(label), "{} lacks {label}", path.display());
+    }
+}
+
+#[test]
+fn layouts_reports_every_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, plot) = (dir.path().join("l.json"), dir.path().join("l.svg"));
+    let out = sluice(&[
+        "lab",
+        "layouts",
+        "--rows",
+        "20000",
+        "--layouts",
+        "100,1000,10000",
+        "--reps",
+        "1",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(out.contains("tiny vs big"), "{out}");
+    let report = json(&json_path);
+    has(
+        &report,
+        &[
+            "rows",
+            "raw_bytes",
+            "threads",
+            "reps",
+            "layouts",
+            "compaction",
+            "merge",
+            "ratios",
+        ],
+    );
+    for layout in report["layouts"].as_array().unwrap() {
+        has(
+            layout,
+            &[
+                "rows_per_file",
+                "files",
+                "bytes",
+                "footer_bytes",
+                "footer_share",
+                "write_s",
+                "meta_open_s",
+                "scan_1_thread_s",
+                "scan_threads_s",
+                "query_s",
+                "query_rows",
+                "row_groups_pruned",
+            ],
+        );
+    }
+    has(
+        &report["compaction"],
+        &[
+            "files_in",
+            "bytes_in",
+            "files_out",
+            "bytes_out",
+            "rows",
+            "seconds",
+        ],
+    );
+    has(&report["merge"], &["points", "fixed_s", "per_row_s"]);
+    has(
+        &report["ratios"],
+        &[
+            "bytes",
+            "scan",
+            "scan_1_thread",
+            "query",
+            "write",
+            "meta_open",
+        ],
+    );
+    svg_with(
+        &plot,
+        &[
+            "rows per file (log)",
+            "megabytes",
+            "milliseconds (log)",
+            "selective query",
+        ],
+    );
+    // The temporary data is gone afterwards.
+    assert!(out.lines().count() > 3);
+}
+
+#[test]
+fn merge_sim_reports_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, plot) = (dir.path().join("m.json"), dir.path().join("m.svg"));
+    sluice(&[
+        "lab",
+        "merge-sim",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let runs = json(&json_path);
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for run in runs {
+        has(
+            run,
+            &[
+                "config",
+                "parts_per_s",
+                "rows_ingested",
+                "merges",
+                "rows_merged",
+                "write_amplification",
+                "merger_busy",
+                "parts_at_end",
+                "parts_max",
+                "parts_over_time",
+            ],
+        );
+    }
+    assert_eq!(runs[0]["merges"], 13_328);
+    svg_with(&plot, &["seconds of ingest", "active parts (log)"]);
+}
+
+#[test]
+fn merge_sim_takes_the_cost_measured_by_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let layouts = dir.path().join("layouts.json");
+    std::fs::write(
+        &layouts,
+        r#"{"merge":{"fixed_s":0.019,"per_row_s":4.34e-7}}"#,
+    )
+    .unwrap();
+    let out = sluice(&[
+        "lab",
+        "merge-sim",
+        "--rate",
+        "20000",
+        "--insert-rows",
+        "100",
+        "--merge-cost-from-layouts",
+        layouts.to_str().unwrap(),
+    ]);
+    assert!(out.contains("19.0 ms + 0.4340 us/row"), "{out}");
+}
+
+#[test]
+fn knee_reports_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, plot) = (dir.path().join("k.json"), dir.path().join("k.svg"));
+    sluice(&[
+        "lab",
+        "knee",
+        "--rows",
+        "2000",
+        "--rows-for-one",
+        "200",
+        "--sizes",
+        "1,10,100",
+        "--reps",
+        "1",
+        "--producers",
+        "8",
+        "--max-age",
+        "50ms",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let report = json(&json_path);
+    has(
+        &report,
+        &["sqlite", "knee_ratio", "trickle", "sluice", "sluice_ratio"],
+    );
+    for row in report["sqlite"].as_array().unwrap() {
+        has(row, &["batch", "rows", "rows_per_s"]);
+    }
+    has(
+        &report["trickle"],
+        &[
+            "rate",
+            "batch",
+            "max_age_ms",
+            "size_only_worst_wait_s",
+            "size_or_age_worst_wait_ms",
+        ],
+    );
+    has(
+        &report["sluice"],
+        &[
+            "producers",
+            "rows",
+            "rows_per_s",
+            "commits",
+            "rows_per_commit",
+        ],
+    );
+    svg_with(
+        &plot,
+        &[
+            "rows per commit (log)",
+            "rows per second (log)",
+            "sluice, 8 single-row producers",
+        ],
+    );
+}
+
+#[test]
+fn estimate_answers_instantly() {
+    let out = sluice(&[
+        "estimate",
+        "--rate",
+        "20000",
+        "--insert-rows",
+        "100",
+        "--json",
+    ]);
+    let e: serde_json::Value = serde_json::from_str(&out).unwrap();
+    has(
+        &e,
+        &[
+            "input",
+            "direct",
+            "sluice",
+            "flush_trigger",
+            "flush_interval_s",
+            "parts_ratio",
+        ],
+    );
+    for side in ["direct", "sluice"] {
+        has(
+            &e[side],
+            &[
+                "parts_per_s",
+                "parts_per_hour",
+                "parts_per_day",
+                "rows_per_part",
+                "merges_per_hour",
+                "write_amplification",
+                "merger_busy",
+                "delay_after_s_without_merges",
+                "refuse_after_s_without_merges",
+                "simulated_s",
+            ],
+        );
+    }
+    assert_eq!(e["direct"]["parts_per_hour"], 720_000.0);
+    let bad = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["estimate", "--rate", "0", "--insert-rows", "100"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
