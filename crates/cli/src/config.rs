@@ -18,13 +18,16 @@ use sluice_pipeline::{
     RecoveryMode, WalConfig,
 };
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
-use sluice_sinks::{LakeConfig, SqliteConfig};
+use sluice_sinks::{LakeConfig, PostgresConfig, SqliteConfig};
 
 /// The default data directory, relative to where sluice runs.
 pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
 
 /// Where the write-ahead log lives, inside the data directory (`_sluice` is a reserved table name).
 pub const WAL_DIR: &str = "_sluice/wal";
+
+/// Where batches a store refuses for good are kept (`_dead` is a reserved table name).
+pub const DEAD_LETTER_DIR: &str = "_dead";
 
 /// The file as written.
 #[derive(Debug, Default, Deserialize)]
@@ -96,6 +99,8 @@ pub const LAKE_SINK: &str = "lake";
 pub enum SinkSpec {
     /// A SQLite database file.
     Sqlite(SqliteConfig),
+    /// A PostgreSQL database.
+    Postgres(PostgresConfig),
 }
 
 /// `[tables.<name>]`.
@@ -194,6 +199,7 @@ impl FileConfig {
         };
         let pipeline = PipelineConfig {
             wal,
+            dead_letters: Some(data_dir.join(DEAD_LETTER_DIR)),
             max_buffer_bytes,
             auto_create: self.auto_create.unwrap_or(true),
             default_policy,

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
-use sluice_sinks::{FileCatalog, LakeSink, SqliteSink};
+use sluice_sinks::{FileCatalog, LakeSink, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
 
 use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
@@ -44,7 +44,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     })?;
     let metrics = sluice_server::metrics::install();
 
-    let sinks = build_sinks(&settings)?;
+    let sinks = build_sinks(&settings).await?;
     let sink = |name: &str| -> Result<Arc<dyn sluice_core::Sink>> {
         sinks
             .get(name)
@@ -103,7 +103,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
 }
 
 /// Opens every sink the settings name: the lake, and each `[sinks.NAME]`.
-fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn sluice_core::Sink>>> {
+async fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn sluice_core::Sink>>> {
     let mut sinks: HashMap<String, Arc<dyn sluice_core::Sink>> = HashMap::new();
     sinks.insert(
         LAKE_SINK.to_owned(),
@@ -116,6 +116,11 @@ fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn sluice_cor
                     format!("sink {name}: cannot open {}", config.path.display())
                 })?)
             }
+            SinkSpec::Postgres(config) => Arc::new(
+                PostgresSink::connect(config.clone())
+                    .await
+                    .with_context(|| format!("sink {name}: cannot reach PostgreSQL"))?,
+            ),
         };
         sinks.insert(name.clone(), sink);
     }

@@ -8,6 +8,7 @@
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
+//! - [`services`]: real PostgreSQL and ClickHouse servers from the project's scripts.
 //!
 //! Architecture invariant: the lab knows nothing of the server's internals: it speaks HTTP to a
 //! `sluice serve` process and reads the files it leaves, or (the knee's last row) uses the
@@ -23,4 +24,5 @@ pub mod load;
 pub mod merge_sim;
 pub mod plot;
 pub mod process;
+pub mod services;
 pub mod verify;

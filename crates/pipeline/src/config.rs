@@ -36,6 +36,9 @@ pub struct PipelineConfig {
     /// The write-ahead log, when inserts may be acknowledged `durable`. `None` turns it off:
     /// `durable` is then refused, and `committed` rows in flight are lost with the process.
     pub wal: Option<WalConfig>,
+    /// Where batches a store refuses for good are kept as NDJSON (`DATA_DIR/_dead`). `None`
+    /// drops them, counted in `sluice_rows_dropped_total`.
+    pub dead_letters: Option<std::path::PathBuf>,
 }
 
 impl Default for PipelineConfig {
@@ -48,6 +51,7 @@ impl Default for PipelineConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             backoff: Backoff::default(),
             wal: None,
+            dead_letters: None,
         }
     }
 }

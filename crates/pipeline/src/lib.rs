@@ -9,6 +9,7 @@
 //! - `memory.rs`: the byte budget shared by all buffers.
 //! - `ack.rs`: acknowledgement modes and the waiter a `committed` insert parks on.
 //! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).
+//! - `dead.rs`: batches a store refused for good, kept as NDJSON.
 //! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
 //!
 //! Architecture invariants: the pipeline knows no HTTP types; an insert is answered `committed`
@@ -19,6 +20,7 @@
 
 mod ack;
 mod config;
+mod dead;
 mod error;
 mod memory;
 mod pipeline;

@@ -720,6 +720,7 @@ impl Pipeline {
             stats.clone(),
             self.inner.config.backoff,
             self.inner.config.shutdown_timeout,
+            self.inner.config.dead_letters.clone(),
         );
         let task = tokio::spawn(writer.run(rx));
         match self.inner.writers.lock() {

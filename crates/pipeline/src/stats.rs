@@ -35,8 +35,13 @@ pub mod names {
     pub const MEMORY_LIMIT: &str = "sluice_memory_limit_bytes";
     /// Counter: failed flush attempts. Labels `table`, `kind` (`retriable`, `permanent`).
     pub const FLUSH_ERRORS: &str = "sluice_flush_errors_total";
-    /// Counter: rows dropped because a store refused them for good. Label `table`.
+    /// Counter: rows dropped because a store refused them for good and there was no dead-letter
+    /// folder. Label `table`.
     pub const ROWS_DROPPED: &str = "sluice_rows_dropped_total";
+    /// Counter: batches a store refused for good, kept in the dead-letter folder. Label `table`.
+    pub const DEAD_LETTER_BATCHES: &str = "sluice_dead_letter_batches_total";
+    /// Counter: rows of those batches. Label `table`.
+    pub const DEAD_LETTER_ROWS: &str = "sluice_dead_letter_rows_total";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
     /// Counter: frames written to the write-ahead log.

@@ -20,6 +20,7 @@
 //! flushes until the queue is empty or the shutdown timeout passes.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use crate::ack::{Failure, Waiter};
+use crate::dead;
 use crate::memory::MemoryBudget;
 use crate::stats::{TableStats, names};
 
@@ -139,6 +141,8 @@ struct Instruments {
     errors_retriable: Counter,
     errors_permanent: Counter,
     rows_dropped: Counter,
+    dead_batches: Counter,
+    dead_rows: Counter,
 }
 
 impl Instruments {
@@ -169,6 +173,8 @@ impl Instruments {
             errors_retriable: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "retriable"),
             errors_permanent: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "permanent"),
             rows_dropped: metrics::counter!(names::ROWS_DROPPED, "table" => t()),
+            dead_batches: metrics::counter!(names::DEAD_LETTER_BATCHES, "table" => t()),
+            dead_rows: metrics::counter!(names::DEAD_LETTER_ROWS, "table" => t()),
         }
     }
 }
@@ -181,6 +187,7 @@ pub(crate) struct Writer {
     stats: Arc<TableStats>,
     backoff: Backoff,
     shutdown_timeout: Duration,
+    dead_letters: Option<PathBuf>,
     buffers: BTreeMap<PartitionKey, Batcher<Token>>,
     queue: VecDeque<(PartitionKey, Sealed<Token>)>,
     /// Inserts waiting for the fsync of their frame, in arrival order.
@@ -201,6 +208,7 @@ impl Writer {
         stats: Arc<TableStats>,
         backoff: Backoff,
         shutdown_timeout: Duration,
+        dead_letters: Option<PathBuf>,
     ) -> Self {
         let instruments = Instruments::new(table.name().as_str());
         Self {
@@ -210,6 +218,7 @@ impl Writer {
             stats,
             backoff,
             shutdown_timeout,
+            dead_letters,
             buffers: BTreeMap::new(),
             queue: VecDeque::new(),
             undurable: VecDeque::new(),
@@ -534,18 +543,26 @@ impl Writer {
             }
             Err(error) => {
                 self.instruments.errors_permanent.increment(1);
-                self.instruments.rows_dropped.increment(sealed.rows);
-                tracing::error!(
-                    table = %self.table.name(), partition = %key, rows = sealed.rows, error = %error,
-                    "the store refused a batch for good; its rows are dropped"
-                );
-                let reason = error.to_string();
+                let id = FlushId {
+                    table: self.table.name().clone(),
+                    partition: key.clone(),
+                    first_seq: sealed.first_seq,
+                    last_seq: sealed.last_seq,
+                };
+                let kept = self.keep_dead_letter(&id, &sealed, &error.to_string());
+                let reason = match &kept {
+                    Some(Ok(path)) => format!("{error} (the rows are kept in {})", path.display()),
+                    _ => error.to_string(),
+                };
                 for token in &sealed.tokens {
                     if let Some(waiter) = &token.waiter {
                         waiter.failed(Failure::Refused(reason.clone()));
                     }
-                    // Replaying a batch the store refuses for good would only refuse it again.
-                    if let Some(frame) = &token.frame {
+                    // Replaying a batch the store refuses for good would only refuse it again;
+                    // only a dead letter that could not be written leaves the frames to replay.
+                    if !matches!(kept, Some(Err(_)))
+                        && let Some(frame) = &token.frame
+                    {
                         frame.piece_done();
                     }
                 }
@@ -555,6 +572,38 @@ impl Writer {
                 self.last_error = Some(reason);
             }
         }
+    }
+
+    /// Writes a refused batch to the dead-letter folder, if there is one. `None` when there is no
+    /// folder (the rows are dropped and counted).
+    fn keep_dead_letter(
+        &self,
+        id: &FlushId,
+        sealed: &Sealed<Token>,
+        error: &str,
+    ) -> Option<Result<PathBuf, String>> {
+        let Some(root) = &self.dead_letters else {
+            self.instruments.rows_dropped.increment(sealed.rows);
+            tracing::error!(table = %id.table, partition = %id.partition, rows = sealed.rows, error, "the store refused a batch for good; its rows are dropped");
+            return None;
+        };
+        let written = sealed
+            .concat(self.table.schema().arrow())
+            .map_err(|e| e.to_string())
+            .and_then(|batch| {
+                dead::write(root, id, &batch, self.sink.name(), error).map_err(|e| e.to_string())
+            });
+        match &written {
+            Ok(path) => {
+                self.instruments.dead_batches.increment(1);
+                self.instruments.dead_rows.increment(sealed.rows);
+                tracing::error!(table = %id.table, partition = %id.partition, rows = sealed.rows, path = %path.display(), error, "the store refused a batch for good; its rows are in the dead-letter folder");
+            }
+            Err(e) => {
+                tracing::error!(table = %id.table, rows = sealed.rows, error, dead_letter_error = %e, "the store refused a batch for good and it could not be kept; logged rows stay in the write-ahead log");
+            }
+        }
+        Some(written)
     }
 
     fn release(&mut self, sealed: &Sealed<Token>) {

@@ -2,8 +2,10 @@
 //! replay skips what the lake already holds, and a failing log refuses inserts instead of
 //! acknowledging them falsely; rows it refused never land.
 //!
-//! A crash is a tokio runtime shut down in the background: the writer tasks, and every row they
-//! buffer, vanish without a flush, as they would under `kill -9`.
+//! A crash is a tokio runtime shut down in the background while the pipeline is still alive: the
+//! writer tasks, and every row they buffer, vanish without a flush, as they would under `kill -9`.
+//! (Dropping the pipeline first would be a clean shutdown: its writers drain when their channels
+//! close.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -53,6 +55,15 @@ async fn start(dir: &Path, max_rows: i64, storage: Arc<dyn Storage>) -> Pipeline
         .wal_storage(storage)
         .start()
         .await
+        .unwrap()
+}
+
+/// A runtime to crash: single-threaded, so `shutdown_background` drops every task before it
+/// returns and no writer can run again, not even to notice its channel closing.
+fn crashing_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap()
 }
 
@@ -131,8 +142,8 @@ fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>)
 #[test]
 fn durable_rows_survive_a_crash_and_land_once() {
     let dir = tempfile::tempdir().unwrap();
-    let crashed = runtime();
-    crashed.block_on(async {
+    let crashed = crashing_runtime();
+    let alive = crashed.block_on(async {
         let p = start(dir.path(), 1_000_000, Arc::new(FsStorage)).await;
         for i in 0..10 {
             insert(&p, i * 10..(i + 1) * 10, AckMode::Durable)
@@ -142,8 +153,10 @@ fn durable_rows_survive_a_crash_and_land_once() {
         // Async rows are not logged: a crash loses them, as documented.
         insert(&p, 1000..1010, AckMode::Async).await.unwrap();
         wait_for(|| p.tables()[0].buffered_rows == 110).await;
+        p
     });
     crashed.shutdown_background();
+    drop(alive);
     assert!(
         ids_on_disk(dir.path()).is_empty(),
         "nothing landed before the crash"
@@ -162,8 +175,8 @@ fn durable_rows_survive_a_crash_and_land_once() {
 #[test]
 fn replay_skips_what_the_lake_already_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let crashed = runtime();
-    crashed.block_on(async {
+    let crashed = crashing_runtime();
+    let alive = crashed.block_on(async {
         let p = start(dir.path(), 100, Arc::new(FsStorage)).await;
         // 100 rows: one full batch, landed. Then 50 more, buffered.
         for i in 0..10 {
@@ -177,8 +190,10 @@ fn replay_skips_what_the_lake_already_holds() {
                 .await
                 .unwrap();
         }
+        p
     });
     crashed.shutdown_background();
+    drop(alive);
 
     runtime().block_on(async {
         let p = start(dir.path(), 100, Arc::new(FsStorage)).await;

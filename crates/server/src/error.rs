@@ -176,3 +176,62 @@ impl axum::response::IntoResponse for ApiError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::response::IntoResponse;
+
+    use super::*;
+
+    #[test]
+    fn refusals_that_are_safe_to_resend_are_503_with_retry_after() {
+        for (error, reason) in [
+            (
+                InsertError::WalFailed("No space left on device".into()),
+                "wal_failed",
+            ),
+            (InsertError::Overloaded { used: 2, limit: 1 }, "overloaded"),
+        ] {
+            let response = ApiError::from(error).into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()["retry-after"], "1");
+            assert_eq!(response.headers()["x-sluice-error"], reason);
+        }
+    }
+
+    #[test]
+    fn every_kind_has_a_distinct_metric_reason_or_shares_a_status() {
+        let kinds = [
+            Kind::BadRows,
+            Kind::BadRequest,
+            Kind::BadTableName,
+            Kind::UnknownTable,
+            Kind::TooLarge,
+            Kind::UnsupportedEncoding,
+            Kind::Syntax,
+            Kind::UnknownFormat,
+            Kind::Overloaded,
+            Kind::WalFailed,
+            Kind::ShuttingDown,
+            Kind::NotCommittedInTime,
+            Kind::NotCommitted,
+            Kind::StoreRefused,
+            Kind::Internal,
+        ];
+        let mut reasons: Vec<&str> = kinds.iter().map(|k| k.spec().reason).collect();
+        reasons.sort_unstable();
+        reasons.dedup();
+        assert_eq!(
+            reasons.len(),
+            kinds.len(),
+            "two kinds share a metric reason"
+        );
+        for kind in kinds {
+            let status = kind.spec().status;
+            assert!(
+                status.is_client_error() || status.is_server_error(),
+                "{kind:?}"
+            );
+        }
+    }
+}

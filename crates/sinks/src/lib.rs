@@ -4,6 +4,8 @@
 //!
 //! - [`lake`]: the embedded default, Parquet parts in a folder tree (`DATA_DIR/<table>/...`).
 //! - [`sqlite`]: one transaction per flush with a ledger row, exactly once.
+//! - [`postgres`]: binary COPY in a transaction with the same ledger, exactly once.
+//! - [`ledger`]: the ledger both SQL sinks keep.
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //!
@@ -13,8 +15,12 @@
 pub mod catalog;
 pub mod fsio;
 pub mod lake;
+pub mod ledger;
+pub mod postgres;
 pub mod sqlite;
 
 pub use catalog::FileCatalog;
 pub use lake::{LakeConfig, LakeSink};
+pub use ledger::LEDGER_TABLE;
+pub use postgres::{PostgresConfig, PostgresSink};
 pub use sqlite::{SqliteConfig, SqliteSink};

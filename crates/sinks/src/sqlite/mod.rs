@@ -39,4 +39,4 @@ mod sink;
 mod types;
 
 pub use config::{JournalMode, SqliteConfig, Synchronous};
-pub use sink::{LEDGER_TABLE, SqliteSink};
+pub use sink::SqliteSink;

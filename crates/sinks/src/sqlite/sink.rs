@@ -8,9 +8,7 @@ use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
 
 use super::config::SqliteConfig;
 use super::types::{BindError, Column, quote, sql_type};
-
-/// The table that records, per table and partition, the highest sequence number landed.
-pub const LEDGER_TABLE: &str = "_sluice_ledger";
+use crate::ledger::{self, LEDGER_TABLE};
 
 const SINK: &str = "sqlite";
 
@@ -71,25 +69,6 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     }
 }
 
-/// How a partition is written in the ledger: reversible, and distinct for "whole table" and null.
-fn ledger_key(key: &PartitionKey) -> String {
-    match key {
-        PartitionKey::Whole => String::new(),
-        PartitionKey::Null => "\u{0}null".to_owned(),
-        PartitionKey::Value(v) => format!("={v}"),
-    }
-}
-
-fn parse_ledger_key(text: &str) -> Option<PartitionKey> {
-    match text {
-        "" => Some(PartitionKey::Whole),
-        "\u{0}null" => Some(PartitionKey::Null),
-        other => other
-            .strip_prefix('=')
-            .map(|v| PartitionKey::Value(v.to_owned())),
-    }
-}
-
 /// Sorts SQLite's errors: busy, locked, full and I/O failures pass; the rest are about the batch.
 fn classify(error: rusqlite::Error, context: &str) -> SinkError {
     let message = format!("{context}: {error}");
@@ -132,7 +111,7 @@ fn create_table(conn: &Connection, table: &TableDef) -> Result<(), SinkError> {
 
 fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkError> {
     let table = flush.table.name().as_str();
-    let key = ledger_key(&flush.id.partition);
+    let key = ledger::key(&flush.id.partition);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| classify(e, "cannot begin"))?;
@@ -244,28 +223,11 @@ impl Sink for SqliteSink {
             let mut out = Vec::new();
             for row in rows {
                 let (key, last) = row.map_err(|e| classify(e, "cannot read the ledger"))?;
-                if let Some(key) = parse_ledger_key(&key) {
+                if let Some(key) = ledger::parse_key(&key) {
                     out.push((key, u64::try_from(last).unwrap_or(0)));
                 }
             }
             Ok(out)
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ledger_keys_round_trip() {
-        for key in [
-            PartitionKey::Whole,
-            PartitionKey::Null,
-            PartitionKey::Value(String::new()),
-            PartitionKey::Value("a=b".into()),
-        ] {
-            assert_eq!(parse_ledger_key(&ledger_key(&key)), Some(key));
-        }
     }
 }

@@ -1,0 +1,264 @@
+//! Into a real PostgreSQL server (started by `scripts/services/postgres.sh`): every row exactly
+//! once through the ledger, a server restart in the middle of the load that loses nothing, and a
+//! table that does not fit sending its batch to the dead-letter folder with PostgreSQL's words.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sluice_core::{
+    Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
+    TableDef, TableLayout, TableName, decode_ndjson,
+};
+use sluice_lab::events::COLUMNS_TOML;
+use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop, http_get};
+use sluice_lab::process::ServerProcess;
+use sluice_lab::services::Postgres;
+use sluice_lab::verify::audit;
+use sluice_sinks::{PostgresConfig, PostgresSink};
+use tokio_postgres::NoTls;
+
+async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+async fn ids(url: &str) -> HashMap<i64, usize> {
+    client(url)
+        .await
+        .query("SELECT id, count(*) FROM load GROUP BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1) as usize))
+        .collect()
+}
+
+fn config(dir: &Path, url: &str) -> std::path::PathBuf {
+    let path = dir.join("sluice.toml");
+    let text = format!(
+        "shutdown_timeout = \"20s\"\n\n[flush]\nmax_age = \"200ms\"\n\n\
+         [sinks.pg]\ntype = \"postgres\"\nurl = {url:?}\n\n\
+         [tables.load]\nsink = \"pg\"\ncolumns = {COLUMNS_TOML}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
+    let pg = Postgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let mut server = ServerProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &dir.path().join("data"),
+        Some(&config),
+    )
+    .unwrap();
+
+    let progress = Arc::new(Progress::default());
+    let load = LoadConfig {
+        addr: server.addr,
+        table: "load".into(),
+        endpoint: Endpoint::Native,
+        producers: 32,
+        rows_per_insert: 1,
+        rate: Some(4_000.0),
+        stop: Stop::After(Duration::from_secs(60)),
+        ack: "durable".into(),
+        seed: 3,
+        id_offset: 0,
+    };
+    let task = tokio::spawn(sluice_lab::load::run(load, progress.clone(), true));
+    let wait_for = |rows: u64| {
+        let progress = progress.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while progress.rows_acked.load(Ordering::Relaxed) < rows {
+                assert!(Instant::now() < deadline, "the load stalled");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    wait_for(2_000).await;
+
+    // PostgreSQL goes away; sluice keeps taking durable inserts and says it is degraded.
+    pg.stop().unwrap();
+    let before = progress.rows_acked.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let health = http_get(server.addr, "/health").await.unwrap();
+        if health.contains("\"degraded\"") && health.contains("\"load\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health never said degraded: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for(before + 1_000).await;
+
+    // It comes back: sluice drains on its own.
+    pg.restart().unwrap();
+    let back = progress.rows_acked.load(Ordering::Relaxed);
+    wait_for(back + 2_000).await;
+    progress.stop.store(true, Ordering::Relaxed);
+    let report = task.await.unwrap().unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+
+    let found = audit(&ids(&pg.url).await, report.acked_ids.as_deref().unwrap());
+    assert!(found.acked >= 5_000, "{found:?}");
+    assert_eq!((found.lost, found.duplicated), (0, 0), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
+    let pg = Postgres::start().unwrap();
+    client(&pg.url)
+        .await
+        .batch_execute("CREATE TABLE load (id bigint NOT NULL, legacy_column text NOT NULL)")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let data = dir.path().join("data");
+    let mut server = ServerProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &data,
+        Some(&config),
+    )
+    .unwrap();
+
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/tables/load/rows", server.addr))
+        .body("{\"id\":1,\"service\":\"api\"}\n{\"id\":2,\"service\":\"web\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 502);
+    assert_eq!(response.headers()["x-sluice-error"], "store_refused");
+    let message = response.text().await.unwrap();
+    assert!(
+        message.contains("does not exist") && message.contains("_dead"),
+        "{message}"
+    );
+
+    let dead = data.join("_dead").join("load");
+    let files: Vec<_> = std::fs::read_dir(&dead)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let rows = files
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".ndjson"))
+        .unwrap();
+    let kept = std::fs::read_to_string(rows).unwrap();
+    assert_eq!(kept.lines().count(), 2, "{kept}");
+    assert!(
+        kept.contains("\"id\":1") && kept.contains("\"service\":\"web\""),
+        "{kept}"
+    );
+    let note = std::fs::read_to_string(rows.with_extension("error.txt")).unwrap();
+    assert!(
+        note.contains("column \"ts\" of relation \"load\" does not exist"),
+        "{note}"
+    );
+
+    let metrics = http_get(server.addr, "/metrics").await.unwrap();
+    assert!(
+        metrics.contains("sluice_dead_letter_rows_total{table=\"load\"} 2"),
+        "{metrics}"
+    );
+    // The table is not blocked: the next batch is tried (and kept) too.
+    let again = reqwest::Client::new()
+        .post(format!("http://{}/v1/tables/load/rows", server.addr))
+        .body("{\"id\":3}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 502);
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn types_land_as_documented_and_a_replayed_flush_is_skipped() {
+    let pg = Postgres::start().unwrap();
+    let sink = PostgresSink::connect(PostgresConfig::new(&pg.url))
+        .await
+        .unwrap();
+    let layout = TableLayout {
+        columns: vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("small", ColumnType::Int8),
+            Column::new("ok", ColumnType::Bool),
+            Column::new("ts", ColumnType::Timestamp),
+            Column::new("day", ColumnType::Date),
+            Column::new("x", ColumnType::Float32),
+            Column::new("s\"; DROP TABLE _sluice_ledger; --", ColumnType::String),
+        ],
+        partition_by: String::new(),
+        sort_by: vec![],
+    };
+    let table = TableDef::new(
+        TableName::new("typed").unwrap(),
+        layout,
+        FlushPolicy::default(),
+    )
+    .unwrap();
+    sink.create_table(&table).await.unwrap();
+    let body = br#"{"id":1,"small":-5,"ok":true,"ts":"2026-11-29T12:00:00.123456Z","day":"2026-11-29","x":1.5,"s\"; DROP TABLE _sluice_ledger; --":"o'brien"}
+{"id":2}"#;
+    let batch = decode_ndjson(table.schema(), body, &DecodeOptions::default()).unwrap();
+    let flush = |batch| FlushBatch {
+        table: &table,
+        id: FlushId {
+            table: table.name().clone(),
+            partition: PartitionKey::Whole,
+            first_seq: 10,
+            last_seq: 11,
+        },
+        batch,
+    };
+    assert_eq!(sink.write(flush(batch.clone())).await.unwrap().parts, 1);
+    assert_eq!(
+        sink.write(flush(batch)).await.unwrap().parts,
+        0,
+        "a replay is skipped"
+    );
+    assert_eq!(
+        sink.committed(&table).await.unwrap(),
+        [(PartitionKey::Whole, 11)]
+    );
+
+    let c = client(&pg.url).await;
+    let row = c
+        .query_one(
+            "SELECT id, small, ok, to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), day::text, x, \"s\"\"; DROP TABLE _sluice_ledger; --\" FROM typed WHERE id = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    assert_eq!(row.get::<_, i16>(1), -5);
+    assert!(row.get::<_, bool>(2));
+    assert_eq!(row.get::<_, String>(3), "2026-11-29 12:00:00.123456");
+    assert_eq!(row.get::<_, String>(4), "2026-11-29");
+    assert_eq!(row.get::<_, f32>(5), 1.5);
+    assert_eq!(row.get::<_, String>(6), "o'brien");
+    let count: i64 = c
+        .query_one("SELECT count(*) FROM typed", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 2);
+}

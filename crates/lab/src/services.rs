@@ -1,0 +1,114 @@
+//! Real PostgreSQL and ClickHouse servers for tests and labs, started by the project's own
+//! scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The project's service scripts.
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/services")
+        .join(name)
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn run(script_name: &str, args: &[&str]) -> Result<String, String> {
+    let output = Command::new("bash")
+        .arg(script(script_name))
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {script_name}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{script_name} {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// A throwaway PostgreSQL 15 server.
+pub struct Postgres {
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`.
+    pub url: String,
+    /// Its port.
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Postgres {
+    /// Starts a fresh cluster.
+    pub fn start() -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-pg-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let port = free_port().map_err(|e| e.to_string())?;
+        let path = dir.path().to_string_lossy().into_owned();
+        let url = run("postgres.sh", &["start", &path, &port.to_string()])?;
+        Ok(Self { url, port, dir })
+    }
+
+    /// Stops the server (fast shutdown: in-flight transactions are rolled back).
+    pub fn stop(&self) -> Result<(), String> {
+        run("postgres.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+
+    /// Starts the same cluster again after [`Postgres::stop`].
+    pub fn restart(&self) -> Result<(), String> {
+        run(
+            "postgres.sh",
+            &[
+                "start",
+                &self.dir.path().to_string_lossy(),
+                &self.port.to_string(),
+            ],
+        )
+        .map(|_| ())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A throwaway ClickHouse server (Debian's 18.16).
+pub struct ClickHouse {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    dir: tempfile::TempDir,
+}
+
+impl ClickHouse {
+    /// Starts a fresh server.
+    pub fn start() -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-ch-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let http = free_port().map_err(|e| e.to_string())?;
+        let tcp = free_port().map_err(|e| e.to_string())?;
+        let path = dir.path().to_string_lossy().into_owned();
+        let url = run(
+            "clickhouse.sh",
+            &["start", &path, &http.to_string(), &tcp.to_string()],
+        )?;
+        Ok(Self { url, dir })
+    }
+}
+
+impl Drop for ClickHouse {
+    fn drop(&mut self) {
+        let _ = run(
+            "clickhouse.sh",
+            &["stop", &self.dir.path().to_string_lossy()],
+        );
+    }
+}

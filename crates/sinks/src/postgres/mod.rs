@@ -1,0 +1,44 @@
+//! PostgreSQL: binary COPY per flush inside a transaction that also moves a ledger row, so a
+//! replayed flush is recognised and skipped: exactly once.
+//!
+//! # Types
+//!
+//! | Arrow / sluice | PostgreSQL |
+//! |---|---|
+//! | `bool` | `boolean` |
+//! | `int8`, `int16`, `uint8` | `smallint` |
+//! | `int32`, `uint16` | `integer` |
+//! | `int64`, `uint32` | `bigint` |
+//! | `uint64` | `bigint` (values above 2^63-1 are refused) |
+//! | `float32` | `real` |
+//! | `float64` | `double precision` |
+//! | `string` | `text` |
+//! | `date` | `date` |
+//! | `timestamp` | `timestamptz` |
+//!
+//! Non-nullable columns are `NOT NULL`; identifiers are always double-quoted. A missing table is
+//! created; an existing one is used as it is, and a flush that does not fit it fails for good with
+//! PostgreSQL's message.
+//!
+//! # Exactly once
+//!
+//! `_sluice_ledger (table_name, partition, last_seq)`: the flush locks its row (`FOR UPDATE`),
+//! skips if `last_seq` already covers it, COPYs the rows, moves `last_seq`, and commits, all in one
+//! transaction. Two sluice processes writing one table serialise on that row.
+//!
+//! # Connections
+//!
+//! A small pool (deadpool). A connection that broke (the server restarted) is dropped from the
+//! pool; the flush fails as retriable and the retry gets a fresh connection. Plain TCP, no TLS.
+//!
+//! # Layout
+//!
+//! - `config.rs`: settings. `types.rs`: the type mapping and Arrow values as PostgreSQL values.
+//!   `sink.rs`: the `Sink`, the ledger, error classification.
+
+mod config;
+mod sink;
+mod types;
+
+pub use config::{DEFAULT_POOL_SIZE, PostgresConfig};
+pub use sink::PostgresSink;

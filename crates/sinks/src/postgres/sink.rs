@@ -1,0 +1,251 @@
+//! The PostgreSQL sink: a flush is one transaction (ledger row locked, binary COPY, ledger moved).
+
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures_util::pin_mut;
+use sluice_core::sink::BoxFuture;
+use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
+use tokio_postgres::NoTls;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+
+use super::config::PostgresConfig;
+use super::types::{Value, pg_type, quote, value};
+use crate::ledger::{self, LEDGER_TABLE};
+
+const SINK: &str = "postgres";
+
+/// Lands flushes in one PostgreSQL database.
+#[derive(Clone)]
+pub struct PostgresSink {
+    pool: Pool,
+    config: Arc<PostgresConfig>,
+}
+
+impl std::fmt::Debug for PostgresSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSink").finish_non_exhaustive()
+    }
+}
+
+/// Sorts PostgreSQL's errors: connection trouble, serialization failures, deadlocks, resource
+/// and shutdown states pass; the rest (syntax, undefined column, bad data, constraints) are about
+/// the batch.
+fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
+    let message = match error.as_db_error() {
+        Some(db) => format!("{context}: {} ({})", db.message(), db.code().code()),
+        None => format!("{context}: {error}"),
+    };
+    let retriable = match error.code() {
+        None => true,
+        Some(code) => {
+            let class = &code.code()[..2];
+            matches!(class, "08" | "53" | "57" | "58")
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+        }
+    };
+    if retriable {
+        SinkError::retriable(SINK, message)
+    } else {
+        SinkError::permanent(SINK, message)
+    }
+}
+
+impl PostgresSink {
+    /// Builds the pool and creates the ledger. The server must answer now; afterwards, outages
+    /// are retried flush by flush.
+    pub async fn connect(config: PostgresConfig) -> Result<Self, SinkError> {
+        let pg: tokio_postgres::Config = config
+            .url
+            .parse()
+            .map_err(|e| SinkError::permanent(SINK, format!("bad url: {e}")))?;
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .build()
+            .map_err(|e| SinkError::permanent(SINK, format!("cannot build the pool: {e}")))?;
+        let sink = Self {
+            pool,
+            config: Arc::new(config),
+        };
+        let client = sink.client().await?;
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, partition text NOT NULL, \
+                 last_seq bigint NOT NULL, PRIMARY KEY (table_name, partition))",
+                quote(LEDGER_TABLE)
+            ))
+            .await
+            .map_err(|e| classify(&e, "cannot create the ledger"))?;
+        Ok(sink)
+    }
+
+    /// The sink's settings.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.config
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, SinkError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))
+    }
+
+    async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
+        let mut columns = Vec::new();
+        for field in table.schema().arrow().fields() {
+            let (ty, _) = pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+            let not_null = if field.is_nullable() { "" } else { " NOT NULL" };
+            columns.push(format!("{} {ty}{not_null}", quote(field.name())));
+        }
+        let sql = format!(
+            "CREATE TABLE IF NOT EXISTS {} ({})",
+            quote(table.name().as_str()),
+            columns.join(", ")
+        );
+        let client = self.client().await?;
+        match client.batch_execute(&sql).await {
+            Ok(()) => Ok(()),
+            // Two processes creating one table at once: the loser's CREATE hits the catalog's
+            // unique index. The table exists, which is all that was asked.
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(()),
+            Err(e) => Err(classify(
+                &e,
+                &format!("cannot create table {}", table.name()),
+            )),
+        }
+    }
+
+    async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
+        let table = flush.table.name().as_str();
+        let key = ledger::key(&flush.id.partition);
+        let last_seq = i64::try_from(flush.id.last_seq).unwrap_or(i64::MAX);
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| classify(&e, "cannot begin"))?;
+        let ledger = quote(LEDGER_TABLE);
+        tx.execute(
+            &format!("INSERT INTO {ledger} VALUES ($1, $2, 0) ON CONFLICT DO NOTHING"),
+            &[&table, &key],
+        )
+        .await
+        .map_err(|e| classify(&e, "cannot write the ledger"))?;
+        let landed: i64 = tx
+            .query_one(
+                &format!("SELECT last_seq FROM {ledger} WHERE table_name = $1 AND partition = $2 FOR UPDATE"),
+                &[&table, &key],
+            )
+            .await
+            .map_err(|e| classify(&e, "cannot read the ledger"))?
+            .get(0);
+        if landed >= last_seq {
+            // A replay of a flush this database already holds.
+            return Ok(Landed::default());
+        }
+        let batch = &flush.batch;
+        let schema = batch.schema();
+        let mut names = Vec::new();
+        let mut types: Vec<Type> = Vec::new();
+        for field in schema.fields() {
+            let (_, ty) = pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+            names.push(quote(field.name()));
+            types.push(ty);
+        }
+        let copy = format!(
+            "COPY {} ({}) FROM STDIN BINARY",
+            quote(table),
+            names.join(", ")
+        );
+        let sink = tx
+            .copy_in(&copy)
+            .await
+            .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
+        let writer = BinaryCopyInWriter::new(sink, &types);
+        pin_mut!(writer);
+        let columns = batch.columns();
+        let mut values: Vec<Value<'_>> = Vec::with_capacity(columns.len());
+        for row in 0..batch.num_rows() {
+            values.clear();
+            for (i, column) in columns.iter().enumerate() {
+                values.push(value(column.as_ref(), row).map_err(|e| {
+                    SinkError::permanent(SINK, format!("column '{}': {e}", schema.field(i).name()))
+                })?);
+            }
+            let refs: Vec<&(dyn ToSql + Sync)> =
+                values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+            writer
+                .as_mut()
+                .write(&refs)
+                .await
+                .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
+        }
+        writer
+            .finish()
+            .await
+            .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
+        tx.execute(
+            &format!("UPDATE {ledger} SET last_seq = $3 WHERE table_name = $1 AND partition = $2"),
+            &[&table, &key, &last_seq],
+        )
+        .await
+        .map_err(|e| classify(&e, "cannot update the ledger"))?;
+        tx.commit()
+            .await
+            .map_err(|e| classify(&e, "cannot commit"))?;
+        Ok(Landed { parts: 1, bytes: 0 })
+    }
+
+    async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT partition, last_seq FROM {} WHERE table_name = $1",
+                    quote(LEDGER_TABLE)
+                ),
+                &[&table.name().as_str()],
+            )
+            .await
+            .map_err(|e| classify(&e, "cannot read the ledger"))?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let key = ledger::parse_key(row.get::<_, &str>(0))?;
+                Some((key, u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
+            })
+            .collect())
+    }
+}
+
+impl Sink for PostgresSink {
+    fn name(&self) -> &'static str {
+        SINK
+    }
+
+    fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(PostgresSink::create_table(self, table))
+    }
+
+    fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
+        Box::pin(PostgresSink::write(self, flush))
+    }
+
+    fn committed<'a>(
+        &'a self,
+        table: &'a TableDef,
+    ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
+        Box::pin(PostgresSink::committed(self, table))
+    }
+}
