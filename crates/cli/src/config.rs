@@ -18,7 +18,7 @@ use sluice_pipeline::{
     RecoveryMode, WalConfig,
 };
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
-use sluice_sinks::{LakeConfig, PostgresConfig, SqliteConfig};
+use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
 
 /// The default data directory, relative to where sluice runs.
 pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
@@ -101,6 +101,8 @@ pub enum SinkSpec {
     Sqlite(SqliteConfig),
     /// A PostgreSQL database.
     Postgres(PostgresConfig),
+    /// A ClickHouse server, over HTTP.
+    ClickHouse(ClickHouseConfig),
 }
 
 /// `[tables.<name>]`.

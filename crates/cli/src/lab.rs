@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice_lab::acks::{self, AcksConfig};
+use sluice_lab::clickhouse::ClickHouseLabConfig;
 use sluice_lab::crash::{self, CrashConfig};
 use sluice_lab::knee::{self, KneeConfig};
 use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
@@ -31,6 +32,9 @@ pub enum LabCommand {
     Crash(CrashArgs),
     /// Async, durable and committed acks side by side: rows/s, latency, WAL fsyncs/s.
     Acks(AcksArgs),
+    /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
+    /// parts, rows rewritten by merges.
+    Clickhouse(ClickHouseArgs),
 }
 
 /// Where an experiment keeps its data.
@@ -156,6 +160,10 @@ pub struct KneeArgs {
     /// Single-row producers sending through sluice.
     #[arg(long, default_value_t = 64)]
     producers: usize,
+    /// Run the sweep and sluice's row against this PostgreSQL too
+    /// (`postgres://user@127.0.0.1:5432/db`; writes tables `sluice_knee` and `sluice_knee_pipeline`).
+    #[arg(long)]
+    postgres: Option<String>,
     #[command(flatten)]
     scratch: Scratch,
     #[command(flatten)]
@@ -203,6 +211,25 @@ pub struct AcksArgs {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     duration: Duration,
     /// The flush age limit (committed acks wait for it).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    max_age: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// `sluice lab clickhouse` flags.
+#[derive(Debug, Args)]
+pub struct ClickHouseArgs {
+    /// Single-row inserts per side.
+    #[arg(long, default_value_t = 10_000)]
+    inserts: u64,
+    /// Concurrent clients (the same on both sides).
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// sluice's flush age limit.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     max_age: Duration,
     #[command(flatten)]
@@ -301,6 +328,42 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        LabCommand::Clickhouse(args) => {
+            let (dir, _temp) = args.scratch.open()?;
+            let config = ClickHouseLabConfig {
+                binary,
+                data_dir: dir,
+                inserts: args.inserts,
+                clients: args.clients,
+                max_age: args.max_age,
+            };
+            println!(
+                "{} single-row inserts from {} clients, straight into ClickHouse and through sluice \
+                 (max_age {:?}, ack durable)",
+                config.inserts, config.clients, config.max_age
+            );
+            let report = sluice_lab::clickhouse::run(&config, |line| println!("{line}"))
+                .await
+                .map_err(anyhow::Error::msg)?;
+            let (d, s) = (&report.direct, &report.sluice);
+            println!(
+                "ClickHouse {}: sluice made {:.0}x fewer parts, merges rewrote {:.2}x vs {:.2}x \
+                 the rows inserted, {:.1}x the rows/s",
+                report.clickhouse_version,
+                d.parts_all as f64 / s.parts_all.max(1) as f64,
+                s.rewrite_ratio,
+                d.rewrite_ratio,
+                s.rows_per_s / d.rows_per_s.max(1e-9)
+            );
+            write_json(args.json.as_ref(), &report)?;
+            Ok(
+                if d.errors + s.errors == 0 && s.rows_landed >= s.rows_acked {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                },
+            )
         }
         LabCommand::Acks(args) => {
             let (dir, _temp) = args.scratch.open()?;
@@ -538,6 +601,7 @@ async fn run_knee(args: KneeArgs) -> Result<ExitCode> {
         max_age: args.max_age,
         producers: args.producers,
         dir,
+        postgres: args.postgres,
     };
     let bar = ProgressBar::new_spinner();
     bar.enable_steady_tick(Duration::from_millis(120));
@@ -549,9 +613,15 @@ async fn run_knee(args: KneeArgs) -> Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     println!(
-        "batch 10,000 vs 1: {:.0}x; sluice's single-row producers vs a commit per row: {:.0}x",
+        "SQLite: batch 10,000 vs 1: {:.0}x; sluice's single-row producers vs a commit per row: {:.0}x",
         report.knee_ratio, report.sluice_ratio
     );
+    if let Some(pg) = &report.postgres {
+        println!(
+            "PostgreSQL: batch 10,000 vs 1: {:.0}x; sluice's single-row producers vs a commit per row: {:.0}x",
+            pg.knee_ratio, pg.sluice_ratio
+        );
+    }
     args.outputs.write_json(&report)?;
     if let Some(path) = &args.outputs.plot {
         plot::knee(&report, path).map_err(anyhow::Error::msg)?;

@@ -176,6 +176,7 @@ fn print_report(r: &LoadReport) {
     let endpoint = match r.endpoint {
         Endpoint::Native => "native",
         Endpoint::ClickHouse => "clickhouse",
+        Endpoint::ClickHouseServer => "clickhouse server",
     };
     println!(
         "{} producers x {} rows/insert, endpoint {endpoint}, ack {}",

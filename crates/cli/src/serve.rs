@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
-use sluice_sinks::{FileCatalog, LakeSink, PostgresSink, SqliteSink};
+use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
 
 use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
@@ -120,6 +120,13 @@ async fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn slui
                 PostgresSink::connect(config.clone())
                     .await
                     .with_context(|| format!("sink {name}: cannot reach PostgreSQL"))?,
+            ),
+            SinkSpec::ClickHouse(config) => Arc::new(
+                ClickHouseSink::connect(config.clone())
+                    .await
+                    .with_context(|| {
+                        format!("sink {name}: cannot reach ClickHouse at {}", config.url)
+                    })?,
             ),
         };
         sinks.insert(name.clone(), sink);

@@ -240,7 +240,7 @@ fn knee_reports_and_plots() {
         &[
             "rows per commit (log)",
             "rows per second (log)",
-            "sluice, 8 single-row producers",
+            "sluice into SQLite, 8 single-row producers",
         ],
     );
 }
@@ -290,4 +290,107 @@ fn estimate_answers_instantly() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
+}
+
+#[test]
+fn knee_runs_against_postgres_too() {
+    let pg = sluice_lab::services::Postgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, plot) = (dir.path().join("k.json"), dir.path().join("k.svg"));
+    let args = [
+        "lab",
+        "knee",
+        "--rows",
+        "1000",
+        "--rows-for-one",
+        "100",
+        "--sizes",
+        "1,100",
+        "--reps",
+        "1",
+        "--producers",
+        "8",
+        "--max-age",
+        "50ms",
+        "--postgres",
+        &pg.url,
+        "--json",
+    ];
+    let run = |json: &Path| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend([json.to_str().unwrap(), "--plot", plot.to_str().unwrap()]);
+        sluice(&all)
+    };
+    let out = run(&json_path);
+    assert!(out.contains("PostgreSQL: batch"), "{out}");
+    let report = json(&json_path);
+    let pg_report = &report["postgres"];
+    has(
+        pg_report,
+        &["sweep", "knee_ratio", "sluice", "sluice_ratio"],
+    );
+    assert_eq!(pg_report["sweep"].as_array().unwrap().len(), 2);
+    assert_eq!(pg_report["sluice"]["rows"], 1000);
+    assert!(pg_report["sluice"]["commits"].as_u64().unwrap() < 1000);
+    svg_with(
+        &plot,
+        &["PostgreSQL, one commit per batch", "sluice into PostgreSQL"],
+    );
+    // A second run starts afresh: the tables and the ledger row of the first do not get in the way.
+    let again = dir.path().join("k2.json");
+    run(&again);
+    assert_eq!(json(&again)["postgres"]["sluice"]["rows"], 1000);
+}
+
+#[test]
+fn clickhouse_compares_direct_and_through_sluice() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("c.json");
+    let out = sluice(&[
+        "lab",
+        "clickhouse",
+        "--inserts",
+        "300",
+        "--clients",
+        "4",
+        "--max-age",
+        "200ms",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("fewer parts"), "{out}");
+    let report = json(&json_path);
+    has(
+        &report,
+        &[
+            "inserts",
+            "clients",
+            "clickhouse_version",
+            "direct",
+            "sluice",
+        ],
+    );
+    for side in ["direct", "sluice"] {
+        let side = &report[side];
+        has(
+            side,
+            &[
+                "rows_acked",
+                "rows_landed",
+                "rows_per_s",
+                "latency",
+                "parts_active",
+                "parts_all",
+                "merged_rows",
+                "rewrite_ratio",
+                "errors",
+            ],
+        );
+        assert_eq!(side["rows_landed"], 300, "{side}");
+        assert_eq!(side["errors"], 0, "{side}");
+    }
+    // Every direct insert is a part; through sluice, 300 rows in a fraction of a second are a few.
+    let parts = |side: &str| report[side]["parts_all"].as_u64().unwrap();
+    assert!(parts("direct") >= 300, "{report}");
+    assert!(parts("sluice") < 30, "{report}");
 }

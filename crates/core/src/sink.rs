@@ -61,6 +61,10 @@ pub struct Landed {
     pub parts: u64,
     /// Bytes written to the store, when the sink can tell.
     pub bytes: u64,
+    /// How long the store asks sluice to wait before the next flush of this table (zero: no
+    /// wait). A store whose parts pile up (ClickHouse near `parts_to_delay_insert`) asks for
+    /// pauses; rows keep arriving meanwhile, so the next flush is larger and parts fewer.
+    pub pause: std::time::Duration,
 }
 
 /// Whether a failed write may succeed if tried again.

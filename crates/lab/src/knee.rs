@@ -8,6 +8,10 @@
 //!    size-only batch of 1,000 against size-or-age 200 ms.
 //! 3. What the seed could not show: single-row producers sending through sluice's pipeline into
 //!    the same SQLite, in process, through the library API. They get batch-sized throughput.
+//!
+//! With a PostgreSQL URL, steps 1 and 3 run against PostgreSQL too: one prepared `INSERT` per row,
+//! one transaction per batch, as a client library's `executemany` does; then sluice's
+//! PostgreSQL sink (binary `COPY`) fed by the same single-row producers.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,10 +22,16 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use rusqlite::{Connection, params};
 use serde::Serialize;
-use sluice_core::{Batcher, FlushPolicyConfig, FlushReason};
+use sluice_core::{Batcher, FlushPolicyConfig, FlushReason, Sink};
 use sluice_pipeline::{AckMode, Admission, Pipeline, PipelineConfig};
 use sluice_sinks::sqlite::{JournalMode, Synchronous};
-use sluice_sinks::{FileCatalog, SqliteConfig, SqliteSink};
+use sluice_sinks::{
+    FileCatalog, LEDGER_TABLE, PostgresConfig, PostgresSink, SqliteConfig, SqliteSink,
+};
+
+/// The tables the PostgreSQL run writes (dropped and created again): the sweep's, and the one
+/// sluice's producers fill.
+pub const POSTGRES_TABLES: [&str; 2] = ["sluice_knee", "sluice_knee_pipeline"];
 
 /// The seed's batch sizes.
 pub const SEED_SIZES: [usize; 5] = [1, 10, 100, 1_000, 10_000];
@@ -47,6 +57,8 @@ pub struct KneeConfig {
     pub producers: usize,
     /// Where the database files go.
     pub dir: PathBuf,
+    /// Run the sweep and the sluice row against this PostgreSQL too.
+    pub postgres: Option<String>,
 }
 
 /// One batch size.
@@ -103,40 +115,35 @@ pub struct KneeReport {
     pub sluice: SluiceRow,
     /// sluice's rows/s over a commit per row.
     pub sluice_ratio: f64,
+    /// The same against PostgreSQL, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PostgresKnee>,
 }
 
-/// Runs all three parts.
+/// The sweep and the sluice row against PostgreSQL.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PostgresKnee {
+    /// Rows/s by batch size.
+    pub sweep: Vec<KneeRow>,
+    /// The largest batch over a commit per row.
+    pub knee_ratio: f64,
+    /// sluice's single-row producers into PostgreSQL.
+    pub sluice: SluiceRow,
+    /// sluice's rows/s over a commit per row.
+    pub sluice_ratio: f64,
+}
+
+/// Runs all three parts (and the PostgreSQL ones when asked).
 pub async fn run(config: &KneeConfig, mut on_row: impl FnMut(&str)) -> Result<KneeReport, String> {
     std::fs::create_dir_all(&config.dir).map_err(|e| e.to_string())?;
-    let mut sqlite = Vec::new();
-    for &batch in &config.sizes {
-        let rows = if batch == 1 {
-            config.rows_for_one
-        } else {
-            config.rows
-        };
-        let path = config.dir.join("knee.sqlite");
-        let dir_batch = batch.max(1);
-        let mut runs = Vec::new();
-        for _ in 0..config.reps.max(1) {
-            let path = path.clone();
-            let seconds = tokio::task::spawn_blocking(move || sqlite_sweep(&path, dir_batch, rows))
-                .await
-                .map_err(|e| e.to_string())??;
-            runs.push(rows as f64 / seconds);
-        }
-        runs.sort_by(f64::total_cmp);
-        let row = KneeRow {
-            batch,
-            rows,
-            rows_per_s: runs[runs.len() / 2],
-        };
-        on_row(&format!(
-            "batch {:>6}: {:>12.0} rows/s",
-            row.batch, row.rows_per_s
-        ));
-        sqlite.push(row);
-    }
+    let path = config.dir.join("knee.sqlite");
+    let sqlite = sweep(config, "SQLite", &mut on_row, async |batch, rows| {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || sqlite_sweep(&path, batch, rows))
+            .await
+            .map_err(|e| e.to_string())?
+    })
+    .await?;
     let trickle = trickle(config.trickle_rate, config.trickle_size, config.max_age)?;
     on_row(&format!(
         "trickle at {} rows/s: size-only batch of {} makes its first row wait {:.2} s; size OR age >= {} ms bounds every wait at {:.0} ms",
@@ -147,24 +154,159 @@ pub async fn run(config: &KneeConfig, mut on_row: impl FnMut(&str)) -> Result<Kn
         trickle.size_or_age_worst_wait_ms
     ));
     let rows = config.rows;
-    let sluice = through_sluice(config, rows).await?;
+    let dir = config.dir.join("sluice");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let sink = SqliteSink::open(SqliteConfig {
+        path: dir.join("knee.sqlite"),
+        journal_mode: JournalMode::Delete,
+        synchronous: Synchronous::Full,
+    })
+    .map_err(|e| e.to_string())?;
+    let sluice = through_sluice(config, Arc::new(sink), &dir, "t", rows).await?;
     on_row(&format!(
-        "sluice, {} single-row producers: {:.0} rows/s ({:.0} rows per commit)",
+        "sluice, {} single-row producers into SQLite: {:.0} rows/s ({:.0} rows per commit)",
         sluice.producers, sluice.rows_per_s, sluice.rows_per_commit
     ));
-    let per_row = sqlite
-        .iter()
-        .find(|r| r.batch == 1)
-        .map_or(0.0, |r| r.rows_per_s);
-    let first = sqlite.first().map_or(0.0, |r| r.rows_per_s);
-    let last = sqlite.last().map_or(0.0, |r| r.rows_per_s);
+    let postgres = match &config.postgres {
+        Some(url) => Some(postgres(config, url, &mut on_row).await?),
+        None => None,
+    };
+    let (knee_ratio, sluice_ratio) = ratios(&sqlite, &sluice);
     Ok(KneeReport {
-        knee_ratio: last / first.max(1e-9),
-        sluice_ratio: sluice.rows_per_s / per_row.max(1e-9),
+        knee_ratio,
+        sluice_ratio,
         sqlite,
         trickle,
         sluice,
+        postgres,
     })
+}
+
+/// The largest batch's rows/s over the smallest's, and sluice's over a commit per row.
+fn ratios(sweep: &[KneeRow], sluice: &SluiceRow) -> (f64, f64) {
+    let per_row = sweep
+        .iter()
+        .find(|r| r.batch == 1)
+        .map_or(0.0, |r| r.rows_per_s);
+    let first = sweep.first().map_or(0.0, |r| r.rows_per_s);
+    let last = sweep.last().map_or(0.0, |r| r.rows_per_s);
+    (
+        last / first.max(1e-9),
+        sluice.rows_per_s / per_row.max(1e-9),
+    )
+}
+
+/// Every batch size, `reps` times each; `run(batch, rows)` returns the seconds one run took.
+async fn sweep(
+    config: &KneeConfig,
+    store: &str,
+    on_row: &mut impl FnMut(&str),
+    mut run: impl AsyncFnMut(usize, usize) -> Result<f64, String>,
+) -> Result<Vec<KneeRow>, String> {
+    let mut out = Vec::new();
+    for &batch in &config.sizes {
+        let rows = if batch == 1 {
+            config.rows_for_one
+        } else {
+            config.rows
+        };
+        let mut runs = Vec::new();
+        for _ in 0..config.reps.max(1) {
+            let seconds = run(batch.max(1), rows).await?;
+            runs.push(rows as f64 / seconds);
+        }
+        runs.sort_by(f64::total_cmp);
+        let row = KneeRow {
+            batch,
+            rows,
+            rows_per_s: runs[runs.len() / 2],
+        };
+        on_row(&format!(
+            "{store} batch {:>6}: {:>12.0} rows/s",
+            row.batch, row.rows_per_s
+        ));
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// The sweep and the sluice row against PostgreSQL.
+async fn postgres(
+    config: &KneeConfig,
+    url: &str,
+    on_row: &mut impl FnMut(&str),
+) -> Result<PostgresKnee, String> {
+    let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?;
+    let connection = tokio::spawn(connection);
+    let sweep = sweep(config, "PostgreSQL", on_row, async |batch, rows| {
+        postgres_sweep(&mut client, batch, rows).await
+    })
+    .await?;
+    let sink = PostgresSink::connect(PostgresConfig::new(url))
+        .await
+        .map_err(|e| e.to_string())?;
+    let [_, table] = POSTGRES_TABLES;
+    // A fresh table, and no ledger row left by an earlier run to skip this one's flushes.
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; DELETE FROM {LEDGER_TABLE} WHERE table_name = '{table}'"
+        ))
+        .await
+        .map_err(|e| e.to_string())?;
+    let dir = config.dir.join("sluice-postgres");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let sluice = through_sluice(config, Arc::new(sink), &dir, table, config.rows).await?;
+    on_row(&format!(
+        "sluice, {} single-row producers into PostgreSQL: {:.0} rows/s ({:.0} rows per commit)",
+        sluice.producers, sluice.rows_per_s, sluice.rows_per_commit
+    ));
+    drop(client);
+    let _ = connection.await;
+    let (knee_ratio, sluice_ratio) = ratios(&sweep, &sluice);
+    Ok(PostgresKnee {
+        sweep,
+        knee_ratio,
+        sluice,
+        sluice_ratio,
+    })
+}
+
+/// Seed 001's loop on PostgreSQL: a prepared `INSERT` per row, a transaction per batch.
+async fn postgres_sweep(
+    client: &mut tokio_postgres::Client,
+    batch: usize,
+    rows: usize,
+) -> Result<f64, String> {
+    let [table, _] = POSTGRES_TABLES;
+    client
+        .batch_execute(&format!(
+            "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id bigint, v text)"
+        ))
+        .await
+        .map_err(|e| e.to_string())?;
+    let insert = client
+        .prepare(&format!("INSERT INTO {table} VALUES ($1, $2)"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let v = "x".repeat(50);
+    let started = Instant::now();
+    let mut next = 0;
+    while next < rows {
+        let end = (next + batch).min(rows);
+        let tx = client.transaction().await.map_err(|e| e.to_string())?;
+        for id in next..end {
+            tx.execute(&insert, &[&(id as i64), &v])
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        tx.commit().await.map_err(|e| e.to_string())?;
+        next = end;
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Seed 001's loop: `rows` rows, one transaction per `batch`, a fresh table. Returns seconds.
@@ -253,18 +395,15 @@ pub fn trickle(rate: f64, batch: usize, max_age: Duration) -> Result<Trickle, St
     })
 }
 
-/// Single-row producers through sluice's pipeline into SQLite (same pragmas as the sweep).
-async fn through_sluice(config: &KneeConfig, rows: usize) -> Result<SluiceRow, String> {
-    let dir = config.dir.join("sluice");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let sqlite = SqliteConfig {
-        path: dir.join("knee.sqlite"),
-        journal_mode: JournalMode::Delete,
-        synchronous: Synchronous::Full,
-    };
-    let sink = Arc::new(SqliteSink::open(sqlite).map_err(|e| e.to_string())?);
-    let catalog = Arc::new(FileCatalog::open(&dir).map_err(|e| e.to_string())?);
+/// Single-row producers through sluice's pipeline into `sink`, table `table`, in process.
+async fn through_sluice(
+    config: &KneeConfig,
+    sink: Arc<dyn Sink>,
+    dir: &std::path::Path,
+    table: &str,
+    rows: usize,
+) -> Result<SluiceRow, String> {
+    let catalog = Arc::new(FileCatalog::open(dir).map_err(|e| e.to_string())?);
     let policy = FlushPolicyConfig {
         max_rows: Some(10_000),
         max_age: Some(config.max_age),
@@ -289,6 +428,7 @@ async fn through_sluice(config: &KneeConfig, rows: usize) -> Result<SluiceRow, S
     let mut tasks = Vec::new();
     for _ in 0..config.producers.max(1) {
         let (pipeline, schema, next) = (pipeline.clone(), schema.clone(), next.clone());
+        let table = table.to_owned();
         tasks.push(tokio::spawn(async move {
             let v = "x".repeat(50);
             loop {
@@ -305,7 +445,7 @@ async fn through_sluice(config: &KneeConfig, rows: usize) -> Result<SluiceRow, S
                 )
                 .map_err(|e| e.to_string())?;
                 pipeline
-                    .insert_batch("t", row, AckMode::Async, Admission::Wait)
+                    .insert_batch(&table, row, AckMode::Async, Admission::Wait)
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -367,6 +507,7 @@ mod tests {
             max_age: Duration::from_millis(50),
             producers: 8,
             dir: dir.path().to_path_buf(),
+            postgres: None,
         };
         let report = run(&config, |_| {}).await.unwrap();
         assert_eq!(report.sqlite.len(), 2);

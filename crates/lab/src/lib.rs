@@ -7,6 +7,7 @@
 //!   sending inserts of R rows at a target rate or as fast as possible.
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
+//! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //! - [`services`]: real PostgreSQL and ClickHouse servers from the project's scripts.
 //!
@@ -15,6 +16,7 @@
 //! pipeline's public library API, as any embedding program would.
 
 pub mod acks;
+pub mod clickhouse;
 pub mod crash;
 pub mod estimate;
 pub mod events;

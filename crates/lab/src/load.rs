@@ -34,6 +34,9 @@ pub enum Endpoint {
     Native,
     /// `POST /?query=INSERT INTO {table} FORMAT JSONEachRow`
     ClickHouse,
+    /// The same insert sent to a real ClickHouse server, with
+    /// `date_time_input_format=best_effort` so it reads RFC 3339 timestamps.
+    ClickHouseServer,
 }
 
 /// When to stop.
@@ -291,16 +294,22 @@ fn request_path(config: &LoadConfig) -> String {
     match config.endpoint {
         Endpoint::Native => format!("/v1/tables/{}/rows?ack={}", config.table, config.ack),
         Endpoint::ClickHouse => {
-            let wait = if config.ack == "async" { 0 } else { 1 };
-            let mut path = format!(
-                "/?query=INSERT%20INTO%20{}%20FORMAT%20JSONEachRow&wait_for_async_insert={wait}",
+            // `committed` asks for nothing: a plain insert, which a real ClickHouse server takes
+            // as it is.
+            let path = format!(
+                "/?query=INSERT%20INTO%20{}%20FORMAT%20JSONEachRow",
                 config.table
             );
-            if config.ack == "durable" {
-                path.push_str("&sluice_ack=durable");
+            match config.ack.as_str() {
+                "async" => path + "&wait_for_async_insert=0",
+                "durable" => path + "&sluice_ack=durable",
+                _ => path,
             }
-            path
         }
+        Endpoint::ClickHouseServer => format!(
+            "/?query=INSERT%20INTO%20{}%20FORMAT%20JSONEachRow&date_time_input_format=best_effort",
+            config.table
+        ),
     }
 }
 
@@ -403,24 +412,46 @@ fn report(
 
 /// `GET path` on `addr`, returning the body (for scraping `/metrics` and `/health`).
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
-    let mut sender = connect(addr)
-        .await
-        .map_err(|()| format!("cannot connect to {addr}"))?;
     let request = Request::get(path)
         .header(hyper::header::HOST, addr.to_string())
         .body(Full::new(Bytes::new()))
         .map_err(|e| e.to_string())?;
+    exchange(addr, request).await.map(|(_, body)| body)
+}
+
+/// `POST path` with `body` on `addr`, returning the status and the answer.
+pub async fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    body: impl Into<Bytes>,
+) -> Result<(StatusCode, String), String> {
+    let request = Request::post(path)
+        .header(hyper::header::HOST, addr.to_string())
+        .body(Full::new(body.into()))
+        .map_err(|e| e.to_string())?;
+    exchange(addr, request).await
+}
+
+async fn exchange(
+    addr: SocketAddr,
+    request: Request<Full<Bytes>>,
+) -> Result<(StatusCode, String), String> {
+    let mut sender = connect(addr)
+        .await
+        .map_err(|()| format!("cannot connect to {addr}"))?;
     let response = sender
         .send_request(request)
         .await
         .map_err(|e| e.to_string())?;
+    let status = response.status();
     let body = response
         .into_body()
         .collect()
         .await
         .map_err(|e| e.to_string())?
         .to_bytes();
-    String::from_utf8(body.to_vec()).map_err(|e| e.to_string())
+    let text = String::from_utf8(body.to_vec()).map_err(|e| e.to_string())?;
+    Ok((status, text))
 }
 
 /// The value of an unlabelled Prometheus sample in a `/metrics` page.

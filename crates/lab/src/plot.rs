@@ -63,17 +63,24 @@ fn log_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
 pub fn knee(report: &KneeReport, path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(fail)?;
-    let xs = log_range(report.sqlite.iter().map(|r| r.batch as f64));
-    let ys = log_range(
-        report
-            .sqlite
+    let mut stores = vec![("SQLite", &report.sqlite, &report.sluice)];
+    if let Some(pg) = &report.postgres {
+        stores.push(("PostgreSQL", &pg.sweep, &pg.sluice));
+    }
+    let xs = log_range(
+        stores
+            .iter()
+            .flat_map(|(_, sweep, _)| sweep.iter().map(|r| r.batch as f64)),
+    );
+    let ys = log_range(stores.iter().flat_map(|(_, sweep, sluice)| {
+        sweep
             .iter()
             .map(|r| r.rows_per_s)
-            .chain([report.sluice.rows_per_s]),
-    );
+            .chain([sluice.rows_per_s])
+    }));
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "Insert throughput by batch size (SQLite, one commit per batch)",
+            "Insert throughput by batch size (one commit per batch)",
             ("sans-serif", 22),
         )
         .margin(20)
@@ -89,37 +96,36 @@ pub fn knee(report: &KneeReport, path: &Path) -> Result<(), String> {
         .y_label_formatter(&number)
         .draw()
         .map_err(fail)?;
-    let points: Vec<(f64, f64)> = report
-        .sqlite
-        .iter()
-        .map(|r| (r.batch as f64, r.rows_per_s))
-        .collect();
-    chart
-        .draw_series(LineSeries::new(points.clone(), COLORS[0].stroke_width(2)))
-        .map_err(fail)?
-        .label("SQLite, one commit per batch")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[0]));
-    chart
-        .draw_series(
-            points
-                .iter()
-                .map(|p| Circle::new(*p, 4, COLORS[0].filled())),
-        )
-        .map_err(fail)?;
-    let y = report.sluice.rows_per_s;
-    chart
-        .draw_series(DashedLineSeries::new(
-            vec![(xs.start, y), (xs.end, y)],
-            6,
-            4,
-            COLORS[1].stroke_width(2),
-        ))
-        .map_err(fail)?
-        .label(format!(
-            "sluice, {} single-row producers",
-            report.sluice.producers
-        ))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], COLORS[1]));
+    for (i, (store, sweep, sluice)) in stores.iter().enumerate() {
+        let color = COLORS[(2 * i) % COLORS.len()];
+        let points: Vec<(f64, f64)> = sweep
+            .iter()
+            .map(|r| (r.batch as f64, r.rows_per_s))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(fail)?
+            .label(format!("{store}, one commit per batch"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .map_err(fail)?;
+        let color = COLORS[(2 * i + 1) % COLORS.len()];
+        let y = sluice.rows_per_s;
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(xs.start, y), (xs.end, y)],
+                6,
+                4,
+                color.stroke_width(2),
+            ))
+            .map_err(fail)?
+            .label(format!(
+                "sluice into {store}, {} single-row producers",
+                sluice.producers
+            ))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)

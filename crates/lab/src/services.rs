@@ -1,9 +1,11 @@
 //! Real PostgreSQL and ClickHouse servers for tests and labs, started by the project's own
 //! scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when dropped.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::load::http_post;
 
 /// The project's service scripts.
 fn script(name: &str) -> PathBuf {
@@ -83,6 +85,8 @@ impl Drop for Postgres {
 pub struct ClickHouse {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// Its HTTP interface.
+    pub addr: SocketAddr,
     dir: tempfile::TempDir,
 }
 
@@ -100,7 +104,26 @@ impl ClickHouse {
             "clickhouse.sh",
             &["start", &path, &http.to_string(), &tcp.to_string()],
         )?;
-        Ok(Self { url, dir })
+        let addr = SocketAddr::from(([127, 0, 0, 1], http));
+        Ok(Self { url, addr, dir })
+    }
+
+    /// Runs one statement over HTTP; the answer's text, or ClickHouse's error.
+    pub async fn query(&self, sql: &str) -> Result<String, String> {
+        let (status, body) = http_post(self.addr, "/", sql.to_owned()).await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(format!("{sql}: {}", body.trim()))
+        }
+    }
+
+    /// A query answering one number (`SELECT count() ...`).
+    pub async fn number(&self, sql: &str) -> Result<u64, String> {
+        let text = self.query(&format!("{sql} FORMAT TabSeparated")).await?;
+        text.trim()
+            .parse()
+            .map_err(|e| format!("{sql}: not a number: {text:?} ({e})"))
     }
 }
 

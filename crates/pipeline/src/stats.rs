@@ -42,6 +42,10 @@ pub mod names {
     pub const DEAD_LETTER_BATCHES: &str = "sluice_dead_letter_batches_total";
     /// Counter: rows of those batches. Label `table`.
     pub const DEAD_LETTER_ROWS: &str = "sluice_dead_letter_rows_total";
+    /// Gauge, by table: the pause the store asked for after the last flush, in seconds (0: none).
+    pub const STORE_PAUSE: &str = "sluice_store_pause_seconds";
+    /// Counter, by table: flushes after which the store asked for a pause.
+    pub const STORE_PAUSES: &str = "sluice_store_pauses_total";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
     /// Counter: frames written to the write-ahead log.

@@ -8,7 +8,9 @@
 //! again after a capped, jittered backoff; its waiters keep waiting and its memory stays
 //! reserved. When several sealed batches of one partition are queued (a slow or failing store),
 //! they are merged into one flush up to the policy's limits, so an outage does not turn into a
-//! burst of small parts when the store returns.
+//! burst of small parts when the store returns. A store that asks for a pause after a flush
+//! ([`Landed::pause`], ClickHouse with parts piling up) gets the same treatment: no flush of the
+//! table until the pause is over, and what queued meanwhile lands as one larger part.
 //!
 //! With the write-ahead log, an insert may reach the writer before its frame is durable. Such
 //! inserts wait, in arrival order, until their group's fsync completes: then they are buffered,
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 use sluice_core::retry::Backoff;
 use sluice_core::{
     Batcher, FlushBatch, FlushId, FlushReason, Landed, PartitionKey, Sealed, Sink, SinkError,
@@ -143,6 +145,8 @@ struct Instruments {
     rows_dropped: Counter,
     dead_batches: Counter,
     dead_rows: Counter,
+    store_pause: Gauge,
+    store_pauses: Counter,
 }
 
 impl Instruments {
@@ -175,6 +179,8 @@ impl Instruments {
             rows_dropped: metrics::counter!(names::ROWS_DROPPED, "table" => t()),
             dead_batches: metrics::counter!(names::DEAD_LETTER_BATCHES, "table" => t()),
             dead_rows: metrics::counter!(names::DEAD_LETTER_ROWS, "table" => t()),
+            store_pause: metrics::gauge!(names::STORE_PAUSE, "table" => t()),
+            store_pauses: metrics::counter!(names::STORE_PAUSES, "table" => t()),
         }
     }
 }
@@ -194,6 +200,8 @@ pub(crate) struct Writer {
     undurable: VecDeque<InsertMsg>,
     attempt: u32,
     retry_at: Option<Instant>,
+    /// The store asked for no flush before this (see [`Landed::pause`]).
+    paced_until: Option<Instant>,
     last_error: Option<String>,
     buffered_rows: u64,
     buffered_bytes: u64,
@@ -224,6 +232,7 @@ impl Writer {
             undurable: VecDeque::new(),
             attempt: 0,
             retry_at: None,
+            paced_until: None,
             last_error: None,
             buffered_rows: 0,
             buffered_bytes: 0,
@@ -401,15 +410,15 @@ impl Writer {
 
     fn next_wake(&self, flushing: bool, give_up_at: Option<Instant>) -> Option<Instant> {
         let ages = self.buffers.values().filter_map(Batcher::deadline);
-        let retry = self
-            .retry_at
-            .filter(|_| !flushing && !self.queue.is_empty());
-        ages.chain(retry).chain(give_up_at).min()
+        let waiting = !flushing && !self.queue.is_empty();
+        let retry = self.retry_at.filter(|_| waiting);
+        let paced = self.paced_until.filter(|_| waiting);
+        ages.chain(retry).chain(paced).chain(give_up_at).min()
     }
 
-    /// Starts the next flush if none is running and no backoff is pending.
+    /// Starts the next flush if none is running and no backoff or pause is pending.
     fn start_flush(&mut self, now: Instant) -> Option<Inflight> {
-        if self.retry_at.is_some_and(|t| now < t) {
+        if self.retry_at.is_some_and(|t| now < t) || self.paced_until.is_some_and(|t| now < t) {
             return None;
         }
         let (key, mut sealed) = self.queue.pop_front()?;
@@ -527,6 +536,15 @@ impl Writer {
                 self.retry_at = None;
                 self.last_error = None;
                 self.stats.set_error(None);
+                self.instruments.store_pause.set(landed.pause.as_secs_f64());
+                if landed.pause.is_zero() {
+                    self.paced_until = None;
+                } else {
+                    // Rows keep arriving and queue up meanwhile: the next flush folds them
+                    // together (`merge_queued`), so the store gets fewer, larger parts.
+                    self.instruments.store_pauses.increment(1);
+                    self.paced_until = Some(now + landed.pause);
+                }
             }
             Err(error) if error.is_retriable() => {
                 self.instruments.errors_retriable.increment(1);

@@ -5,7 +5,9 @@
 //! - [`lake`]: the embedded default, Parquet parts in a folder tree (`DATA_DIR/<table>/...`).
 //! - [`sqlite`]: one transaction per flush with a ledger row, exactly once.
 //! - [`postgres`]: binary COPY in a transaction with the same ledger, exactly once.
-//! - [`ledger`]: the ledger both SQL sinks keep.
+//! - [`clickhouse`]: `INSERT ... FORMAT JSONEachRow` over HTTP, paced by the part count; at least
+//!   once.
+//! - [`ledger`]: the ledger the database sinks keep.
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //!
@@ -13,6 +15,7 @@
 //! Architecture invariant: sinks know nothing of HTTP or of write-ahead-log offsets.
 
 pub mod catalog;
+pub mod clickhouse;
 pub mod fsio;
 pub mod lake;
 pub mod ledger;
@@ -20,6 +23,7 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use catalog::FileCatalog;
+pub use clickhouse::{ClickHouseConfig, ClickHouseSink};
 pub use lake::{LakeConfig, LakeSink};
 pub use ledger::LEDGER_TABLE;
 pub use postgres::{PostgresConfig, PostgresSink};

@@ -93,6 +93,7 @@ impl Sink for LakeSink {
             Ok(Landed {
                 parts: 1,
                 bytes: part.bytes,
+                ..Landed::default()
             })
         })
     }

@@ -204,7 +204,10 @@ impl PostgresSink {
         tx.commit()
             .await
             .map_err(|e| classify(&e, "cannot commit"))?;
-        Ok(Landed { parts: 1, bytes: 0 })
+        Ok(Landed {
+            parts: 1,
+            ..Landed::default()
+        })
     }
 
     async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {

@@ -175,7 +175,10 @@ fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkEr
     )
     .map_err(|e| classify(e, "cannot update the ledger"))?;
     tx.commit().map_err(|e| classify(e, "cannot commit"))?;
-    Ok(Landed { parts: 1, bytes: 0 })
+    Ok(Landed {
+        parts: 1,
+        ..Landed::default()
+    })
 }
 
 impl Sink for SqliteSink {

@@ -1,0 +1,434 @@
+//! The ClickHouse sink: a flush is one `INSERT ... FORMAT JSONEachRow`, then the ledger and the
+//! part count are brought up to date.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sluice_core::sink::BoxFuture;
+use sluice_core::{
+    FlushBatch, FlushId, Landed, PartitionKey, PartitionSpec, Sink, SinkError, TableDef,
+};
+
+use super::SINK;
+use super::client::{ChError, Client, TOO_MANY_PARTS, UNKNOWN_TABLE, gzip};
+use super::config::ClickHouseConfig;
+use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
+use super::types::{column_ddl, literal, ndjson, prepare, quote};
+use crate::ledger::{self, LEDGER_TABLE};
+
+/// The ledger is rewritten to one row per table and partition at start once it holds more rows
+/// than this: a row per flush adds up to about a million rows a week per busy partition.
+pub const LEDGER_COMPACT_ROWS: u64 = 100_000;
+
+/// What the sink knows about one table.
+#[derive(Debug)]
+struct TableState {
+    /// `parts_to_delay_insert` in effect for the table.
+    delay_at: u64,
+    /// When the fullest partition's active parts were last read, and how many there were.
+    parts: Option<(Instant, u64)>,
+    /// Flushes landed since that read: each added a part (merges only ever lower the count), so
+    /// between reads the count is estimated as read + flushes.
+    since_read: u64,
+    /// The table went missing; create it again before the next insert.
+    missing: bool,
+}
+
+/// `(table, ledger key) -> last_seq` landed and not in the ledger yet (its write failed).
+type LedgerBacklog = HashMap<(String, String), u64>;
+
+/// Lands flushes in one ClickHouse database over HTTP.
+#[derive(Clone)]
+pub struct ClickHouseSink {
+    client: Client,
+    config: Arc<ClickHouseConfig>,
+    /// The server's own `parts_to_delay_insert`.
+    server_delay_at: u64,
+    tables: Arc<Mutex<HashMap<String, TableState>>>,
+    /// Held while the ledger is written, so writes go one at a time.
+    ledger: Arc<tokio::sync::Mutex<LedgerBacklog>>,
+}
+
+impl std::fmt::Debug for ClickHouseSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClickHouseSink")
+            .field("url", &self.config.url)
+            .field("database", &self.config.database)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ClickHouseSink {
+    /// Checks the server answers, creates the database and the ledger, and reads the server's
+    /// part thresholds. Afterwards, outages are retried flush by flush.
+    pub async fn connect(config: ClickHouseConfig) -> Result<Self, SinkError> {
+        let client = Client::new(&config).map_err(|e| SinkError::permanent(SINK, e))?;
+        let db = quote(&config.database);
+        client
+            .query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))
+            .await
+            .map_err(|e| e.into_sink_error("cannot create the database"))?;
+        open_ledger(&client, &config.database).await?;
+        let server_delay_at = client
+            .query(
+                "SELECT value FROM system.merge_tree_settings \
+                 WHERE name = 'parts_to_delay_insert' FORMAT TabSeparated",
+            )
+            .await
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(DEFAULT_DELAY_AT);
+        Ok(Self {
+            client,
+            config: Arc::new(config),
+            server_delay_at,
+            tables: Arc::default(),
+            ledger: Arc::default(),
+        })
+    }
+
+    /// The sink's settings.
+    pub fn config(&self) -> &ClickHouseConfig {
+        &self.config
+    }
+
+    fn table_path(&self, table: &str) -> String {
+        format!("{}.{}", quote(&self.config.database), quote(table))
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` with the table's partitioning as `PARTITION BY` and its sort
+    /// key as `ORDER BY`, so that one flush (one sluice partition) is one ClickHouse part.
+    fn create_sql(&self, table: &TableDef) -> Result<String, SinkError> {
+        let schema = table.schema();
+        let keys = table
+            .partition()
+            .source_column()
+            .into_iter()
+            .chain(table.sort_by().iter().map(String::as_str));
+        for key in keys {
+            if schema.column(key).is_some_and(|c| c.nullable) {
+                return Err(SinkError::permanent(
+                    SINK,
+                    format!(
+                        "table {}: ClickHouse cannot partition or sort by nullable column '{key}'; \
+                         declare it with nullable = false",
+                        table.name()
+                    ),
+                ));
+            }
+        }
+        let mut columns = Vec::new();
+        for field in schema.arrow().fields() {
+            columns.push(column_ddl(field).map_err(|e| SinkError::permanent(SINK, e))?);
+        }
+        let is_date = |c: &str| {
+            schema
+                .column(c)
+                .is_some_and(|c| c.ty == sluice_core::ColumnType::Date)
+        };
+        let partition = match table.partition() {
+            PartitionSpec::None => String::new(),
+            PartitionSpec::Column(c) => format!(" PARTITION BY {}", quote(c)),
+            PartitionSpec::Day(c) if is_date(c) => format!(" PARTITION BY {}", quote(c)),
+            PartitionSpec::Day(c) => format!(" PARTITION BY toDate({})", quote(c)),
+            PartitionSpec::Hour(c) => format!(" PARTITION BY toStartOfHour({})", quote(c)),
+        };
+        let order = match table.sort_by() {
+            [] => "tuple()".to_owned(),
+            keys => format!(
+                "({})",
+                keys.iter().map(|k| quote(k)).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        Ok(format!(
+            "CREATE TABLE IF NOT EXISTS {} ({}) ENGINE = MergeTree(){partition} ORDER BY {order}",
+            self.table_path(table.name().as_str()),
+            columns.join(", ")
+        ))
+    }
+
+    async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
+        let sql = self.create_sql(table)?;
+        self.client
+            .query(&sql)
+            .await
+            .map_err(|e| e.into_sink_error(&format!("cannot create table {}", table.name())))?;
+        // The table may have existed with settings of its own.
+        let query = format!(
+            "SELECT create_table_query FROM system.tables WHERE database = {} AND name = {} \
+             FORMAT JSONEachRow",
+            literal(&self.config.database),
+            literal(table.name().as_str())
+        );
+        let delay_at = self
+            .client
+            .query(&query)
+            .await
+            .ok()
+            .and_then(|text| {
+                let row: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
+                pacing::table_setting(row["create_table_query"].as_str()?, "parts_to_delay_insert")
+            })
+            .unwrap_or(self.server_delay_at);
+        lock(&self.tables).insert(
+            table.name().to_string(),
+            TableState {
+                delay_at,
+                parts: None,
+                since_read: 0,
+                missing: false,
+            },
+        );
+        Ok(())
+    }
+
+    async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
+        let name = flush.table.name().as_str();
+        let missing = lock(&self.tables).get(name).is_none_or(|t| t.missing);
+        if missing {
+            self.create_table(flush.table).await?;
+        }
+        let batch = flush.batch;
+        let compress = self.client.gzip();
+        let body = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, SinkError> {
+            let prepared = prepare(&batch).map_err(|e| SinkError::permanent(SINK, e))?;
+            let json = ndjson(&prepared).map_err(|e| SinkError::permanent(SINK, e))?;
+            if compress {
+                gzip(&json).map_err(|e| SinkError::retriable(SINK, format!("cannot gzip: {e}")))
+            } else {
+                Ok(json)
+            }
+        })
+        .await
+        .map_err(|e| SinkError::retriable(SINK, format!("encoding task failed: {e}")))??;
+        let bytes = body.len() as u64;
+        let sql = format!("INSERT INTO {} FORMAT JSONEachRow", self.table_path(name));
+        if let Err(error) = self.client.insert(&sql, body, compress).await {
+            self.note_failure(name, &error);
+            return Err(error.into_sink_error(&format!("cannot insert into {name}")));
+        }
+        self.note_landed(&flush.id).await;
+        let pause = self.pace(name).await;
+        Ok(Landed {
+            parts: 1,
+            bytes,
+            pause,
+        })
+    }
+
+    fn note_failure(&self, table: &str, error: &ChError) {
+        let mut tables = lock(&self.tables);
+        let Some(state) = tables.get_mut(table) else {
+            return;
+        };
+        match error.code {
+            Some(UNKNOWN_TABLE) => state.missing = true,
+            // Read the part count afresh after the retry lands.
+            Some(TOO_MANY_PARTS) => state.parts = None,
+            _ => {}
+        }
+    }
+
+    /// Records the flush in the ledger, together with any earlier entry whose write failed. The
+    /// rows are in ClickHouse already: a failed ledger write is logged, not returned (that would
+    /// insert them again), and its entry is written with the next flush.
+    async fn note_landed(&self, id: &FlushId) {
+        let mut backlog = self.ledger.lock().await;
+        let entry = backlog
+            .entry((id.table.to_string(), ledger::key(&id.partition)))
+            .or_default();
+        *entry = (*entry).max(id.last_seq);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut rows = Vec::new();
+        for ((table, partition), last_seq) in backlog.iter() {
+            let row = serde_json::json!({
+                "table_name": table,
+                "partition": partition,
+                "last_seq": last_seq,
+                "landed_at": now,
+            });
+            rows.extend_from_slice(row.to_string().as_bytes());
+            rows.push(b'\n');
+        }
+        let sql = format!(
+            "INSERT INTO {} FORMAT JSONEachRow",
+            self.table_path(LEDGER_TABLE)
+        );
+        // A few dozen bytes: not worth compressing.
+        match self.client.insert(&sql, rows, false).await {
+            Ok(()) => backlog.clear(),
+            Err(e) => tracing::warn!(
+                error = %e.message,
+                "cannot write the ClickHouse ledger; a crash now would land some rows twice"
+            ),
+        }
+    }
+
+    /// The pause the table's fullest partition calls for after a flush landed: its active parts
+    /// read from `system.parts` at most once per [`CHECK_EVERY`], plus the flushes since. A failed
+    /// read pauses nothing.
+    async fn pace(&self, table: &str) -> Duration {
+        let max_pause = self.config.max_pause();
+        if max_pause.is_zero() {
+            return Duration::ZERO;
+        }
+        let delay_at = {
+            let mut tables = lock(&self.tables);
+            let Some(state) = tables.get_mut(table) else {
+                return Duration::ZERO;
+            };
+            if let Some((at, active)) = state.parts
+                && at.elapsed() < CHECK_EVERY
+            {
+                state.since_read += 1;
+                return pacing::pause(active + state.since_read, state.delay_at, max_pause);
+            }
+            state.delay_at
+        };
+        let query = format!(
+            "SELECT max(c) FROM (SELECT count() AS c FROM system.parts WHERE database = {} \
+             AND table = {} AND active GROUP BY partition_id) FORMAT TabSeparated",
+            literal(&self.config.database),
+            literal(table)
+        );
+        let active: u64 = match self.client.query(&query).await {
+            Ok(text) => text.trim().parse().unwrap_or(0),
+            Err(e) => {
+                tracing::debug!(error = %e.message, "cannot read system.parts");
+                return Duration::ZERO;
+            }
+        };
+        if let Some(state) = lock(&self.tables).get_mut(table) {
+            state.parts = Some((Instant::now(), active));
+            state.since_read = 0;
+        }
+        let pause = pacing::pause(active, delay_at, max_pause);
+        if !pause.is_zero() {
+            tracing::debug!(
+                table,
+                active,
+                delay_at,
+                pause_ms = pause.as_millis() as u64,
+                "parts pile up; pausing flushes"
+            );
+        }
+        pause
+    }
+
+    async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
+        let query = format!(
+            "SELECT partition, max(last_seq) AS last_seq FROM {} WHERE table_name = {} \
+             GROUP BY partition FORMAT JSONEachRow",
+            self.table_path(LEDGER_TABLE),
+            literal(table.name().as_str())
+        );
+        let text = self
+            .client
+            .query(&query)
+            .await
+            .map_err(|e| e.into_sink_error("cannot read the ledger"))?;
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let row: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                SinkError::retriable(SINK, format!("unreadable ledger row {line:?}: {e}"))
+            })?;
+            // UInt64 comes back quoted (output_format_json_quote_64bit_integers).
+            let last_seq = match &row["last_seq"] {
+                serde_json::Value::String(s) => s.parse().ok(),
+                other => other.as_u64(),
+            };
+            if let (Some(key), Some(last_seq)) = (
+                row["partition"].as_str().and_then(ledger::parse_key),
+                last_seq,
+            ) {
+                out.push((key, last_seq));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Sink for ClickHouseSink {
+    fn name(&self) -> &'static str {
+        SINK
+    }
+
+    fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(ClickHouseSink::create_table(self, table))
+    }
+
+    fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
+        Box::pin(ClickHouseSink::write(self, flush))
+    }
+
+    fn committed<'a>(
+        &'a self,
+        table: &'a TableDef,
+    ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
+        Box::pin(ClickHouseSink::committed(self, table))
+    }
+}
+
+/// Creates the ledger if missing, and compacts it to one row per table and partition once it
+/// has grown past [`LEDGER_COMPACT_ROWS`]. The ledger is a `Log` table: an insert appends to its
+/// files and makes no part, so writing it after every flush adds nothing for merges to do.
+async fn open_ledger(client: &Client, database: &str) -> Result<(), SinkError> {
+    let db = quote(database);
+    let ledger = format!("{db}.{}", quote(LEDGER_TABLE));
+    let fresh = format!("{db}.{}", quote(&format!("{LEDGER_TABLE}_compact")));
+    let old = format!("{db}.{}", quote(&format!("{LEDGER_TABLE}_old")));
+    let run = async |sql: String| {
+        client
+            .query(&sql)
+            .await
+            .map_err(|e| e.into_sink_error("cannot set the ledger up"))
+    };
+    let exists = async |table: &str| -> Result<bool, SinkError> {
+        Ok(run(format!("EXISTS TABLE {table} FORMAT TabSeparated"))
+            .await?
+            .trim()
+            == "1")
+    };
+    // A compaction stopped between its two renames: the compacted ledger is whole.
+    if !exists(&ledger).await? && exists(&fresh).await? {
+        run(format!("RENAME TABLE {fresh} TO {ledger}")).await?;
+    }
+    run(format!(
+        "CREATE TABLE IF NOT EXISTS {ledger} (table_name String, partition String, \
+         last_seq UInt64, landed_at DateTime('UTC')) ENGINE = Log"
+    ))
+    .await?;
+    // Left over by a compaction that stopped half way; the ledger itself is whole.
+    run(format!("DROP TABLE IF EXISTS {old}")).await?;
+    run(format!("DROP TABLE IF EXISTS {fresh}")).await?;
+    let rows: u64 = run(format!("SELECT count() FROM {ledger} FORMAT TabSeparated"))
+        .await?
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    if rows <= LEDGER_COMPACT_ROWS {
+        return Ok(());
+    }
+    run(format!("CREATE TABLE {fresh} AS {ledger}")).await?;
+    run(format!(
+        "INSERT INTO {fresh} SELECT table_name, partition, max(last_seq), max(landed_at) \
+         FROM {ledger} GROUP BY table_name, partition"
+    ))
+    .await?;
+    run(format!(
+        "RENAME TABLE {ledger} TO {old}, {fresh} TO {ledger}"
+    ))
+    .await?;
+    run(format!("DROP TABLE {old}")).await?;
+    tracing::info!(rows, "compacted the ClickHouse ledger");
+    Ok(())
+}
