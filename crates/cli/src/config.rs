@@ -14,10 +14,11 @@ use sluice_core::{
     ByteSize, Column, ConfigError, FlushPolicyConfig, TableDef, TableLayout, TableName,
 };
 use sluice_pipeline::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
-    RecoveryMode, WalConfig,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE,
+    DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig, RecoveryMode, WalConfig,
 };
-use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, Limits};
+use sluice_server::auth::{Access, Credentials};
+use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT, Limits};
 use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
 
 /// The default data directory, relative to where sluice runs.
@@ -28,6 +29,26 @@ pub const WAL_DIR: &str = "_sluice/wal";
 
 /// Where batches a store refuses for good are kept (`_dead` is a reserved table name).
 pub const DEAD_LETTER_DIR: &str = "_dead";
+
+/// The environment variable holding a bearer token every table accepts.
+pub const TOKEN_ENV: &str = "SLUICE_TOKEN";
+
+/// A rule that lets nobody in is a mistake, not a lock.
+fn check_rule(field: &str, rule: &Credentials) -> Result<(), ConfigError> {
+    if rule.is_empty() {
+        return Err(ConfigError::new(
+            field,
+            "no tokens and no users: nobody could write; add some or remove the section",
+        ));
+    }
+    if rule.tokens.iter().any(|t| t.trim().is_empty()) {
+        return Err(ConfigError::new(
+            format!("{field}.tokens"),
+            "an empty token would accept anyone",
+        ));
+    }
+    Ok(())
+}
 
 /// The file as written.
 #[derive(Debug, Default, Deserialize)]
@@ -41,8 +62,12 @@ pub struct FileConfig {
     pub auto_create: Option<bool>,
     /// Arrow memory all buffers may hold together.
     pub max_buffer_bytes: Option<ByteSize>,
+    /// The share of it one table may hold.
+    pub max_table_share: Option<f64>,
     /// The largest request body.
     pub max_body_bytes: Option<ByteSize>,
+    /// The most rows in one insert.
+    pub max_rows_per_insert: Option<usize>,
     /// How long a committed insert waits for its batch to land.
     #[serde(default, with = "duration_text")]
     pub ack_timeout: Option<Duration>,
@@ -63,6 +88,9 @@ pub struct FileConfig {
     pub sinks: BTreeMap<String, SinkSpec>,
     /// The sink auto-created tables land in (default `lake`).
     pub default_sink: Option<String>,
+    /// Who may write to tables without a rule of their own (default: anyone). The environment
+    /// variable `SLUICE_TOKEN` adds a bearer token to it.
+    pub auth: Option<Credentials>,
     /// Declared tables.
     #[serde(default)]
     pub tables: BTreeMap<String, TableFileConfig>,
@@ -122,6 +150,8 @@ pub struct TableFileConfig {
     pub flush: FlushPolicyConfig,
     /// The sink it lands in (default: `default_sink`, else `lake`).
     pub sink: Option<String>,
+    /// Who may write to this table (instead of the global `[auth]`).
+    pub auth: Option<Credentials>,
 }
 
 /// Flags that override the file.
@@ -154,6 +184,8 @@ pub struct Settings {
     pub sinks: BTreeMap<String, SinkSpec>,
     /// The sink auto-created tables land in.
     pub default_sink: String,
+    /// Who may write.
+    pub access: Access,
 }
 
 impl FileConfig {
@@ -180,6 +212,14 @@ impl FileConfig {
         if max_body_bytes == 0 {
             return Err(ConfigError::new("max_body_bytes", "must be greater than zero").into());
         }
+        let max_rows_per_insert = self
+            .max_rows_per_insert
+            .unwrap_or(DEFAULT_MAX_ROWS_PER_INSERT);
+        if max_rows_per_insert == 0 {
+            return Err(
+                ConfigError::new("max_rows_per_insert", "must be greater than zero").into(),
+            );
+        }
         let wal = if overrides.wal.or(self.wal.enabled).unwrap_or(true) {
             let mut wal = WalConfig::new(data_dir.join(WAL_DIR));
             if let Some(ByteSize(bytes)) = self.wal.segment_bytes {
@@ -203,6 +243,7 @@ impl FileConfig {
             wal,
             dead_letters: Some(data_dir.join(DEAD_LETTER_DIR)),
             max_buffer_bytes,
+            max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),
             default_policy,
             ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
@@ -257,9 +298,26 @@ impl FileConfig {
             Some(name) => known("default_sink", name)?,
             None => LAKE_SINK.to_owned(),
         };
+        let mut access = Access::default();
+        let token = std::env::var(TOKEN_ENV).unwrap_or_default();
+        let mut global = self.auth.clone();
+        if !token.trim().is_empty() {
+            global
+                .get_or_insert_with(Credentials::default)
+                .tokens
+                .push(token.trim().to_owned());
+        }
+        if let Some(rule) = global {
+            check_rule("auth", &rule)?;
+            access.global = Some(rule);
+        }
         let mut tables = Vec::new();
         for (name, table) in self.tables {
             let field = format!("tables.{name}");
+            if let Some(rule) = &table.auth {
+                check_rule(&format!("{field}.auth"), rule)?;
+                access.tables.insert(name.clone(), rule.clone());
+            }
             let table_name =
                 TableName::new(&name).map_err(|e| ConfigError::new(&field, e.to_string()))?;
             let policy = table
@@ -292,11 +350,13 @@ impl FileConfig {
             pipeline,
             limits: Limits {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+                max_rows_per_insert,
             },
             lake,
             tables,
             sinks: self.sinks,
             default_sink,
+            access,
         })
     }
 }

@@ -232,6 +232,10 @@ pub struct ClickHouseArgs {
     /// sluice's flush age limit.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
     max_age: Duration,
+    /// Rows per second over all clients, the same on both sides [default: as fast as answers
+    /// come].
+    #[arg(long)]
+    rate: Option<f64>,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
@@ -337,6 +341,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 inserts: args.inserts,
                 clients: args.clients,
                 max_age: args.max_age,
+                rate: args.rate,
             };
             println!(
                 "{} single-row inserts from {} clients, straight into ClickHouse and through sluice \

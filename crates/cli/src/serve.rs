@@ -66,7 +66,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && !settings.access.is_enabled() {
         tracing::warn!(
             %addr,
             "listening beyond loopback with no access control: anyone who can reach this address can write"
@@ -79,7 +79,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         settings.data_dir.display()
     );
 
-    let state = AppState::new(pipeline.clone(), metrics, settings.limits);
+    let state =
+        AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
     sluice_server::serve(listener, state, shutdown_signal())
         .await
         .context("the HTTP server failed")?;

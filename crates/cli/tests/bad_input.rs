@@ -18,6 +18,7 @@ use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop};
 const STRICT: &str = r#"
 auto_create = false
 max_body_bytes = "64KiB"
+max_rows_per_insert = 1000
 
 [wal]
 enabled = false
@@ -30,6 +31,7 @@ columns = [
   { name = "id", type = "int64", nullable = false },
   { name = "name", type = "string" },
   { name = "small", type = "int8" },
+  { name = "ratio", type = "float64" },
 ]
 
 "#;
@@ -264,6 +266,121 @@ fn cases() -> Vec<Case> {
         S::BAD_REQUEST,
         &["native block compression"],
     ));
+    cases.push(ch(
+        "ClickHouse too many rows",
+        "INSERT INTO strict FORMAT JSONEachRow",
+        &"{\"id\":1000000040}\n".repeat(1001),
+        S::PAYLOAD_TOO_LARGE,
+        &["Code: 307.", "1001 lines"],
+    ));
+    cases.extend(hostile_values());
+    cases
+}
+
+/// Values that look like JSON numbers or rows but are not what the column holds, and bodies that
+/// are not rows at all.
+fn hostile_values() -> Vec<Case> {
+    use StatusCode as S;
+    let deep = format!(
+        "{{\"id\":1000000030,\"name\":{}{}}}",
+        "[".repeat(30_000),
+        "]".repeat(30_000)
+    );
+    let long_line = format!(
+        "{{\"id\":1000000031,\"name\":\"{}\"}}",
+        "x".repeat(10 * 1024 * 1024)
+    );
+    let mut cases = vec![
+        native(
+            "NaN",
+            "{\"id\":1000000021,\"ratio\":NaN}",
+            S::BAD_REQUEST,
+            &["line 1"],
+        ),
+        native(
+            "Infinity",
+            "{\"id\":1000000022,\"ratio\":Infinity}",
+            S::BAD_REQUEST,
+            &["line 1"],
+        ),
+        native(
+            "float out of range",
+            "{\"id\":1000000023,\"ratio\":1e400}",
+            S::BAD_REQUEST,
+            &["line 1", "column 'ratio'"],
+        ),
+        native(
+            "integer too large for int64",
+            "{\"id\":99999999999999999999}",
+            S::BAD_REQUEST,
+            &["line 1", "column 'id'"],
+        ),
+        native(
+            "fraction into an integer column",
+            "{\"id\":1000000024.5}",
+            S::BAD_REQUEST,
+            &["line 1", "column 'id'"],
+        ),
+        native(
+            "object where a scalar goes",
+            "{\"id\":1000000025,\"name\":{\"first\":\"a\"}}",
+            S::BAD_REQUEST,
+            &["line 1", "column 'name'"],
+        ),
+        native(
+            "array where a scalar goes",
+            "{\"id\":1000000026,\"small\":[1]}",
+            S::BAD_REQUEST,
+            &["line 1", "column 'small'"],
+        ),
+        native(
+            "duplicate key",
+            "{\"id\":1000000027,\"id\":1000000028}",
+            S::BAD_REQUEST,
+            &["line 1", "'id'", "more than once"],
+        ),
+        native(
+            "truncated mid-string",
+            "{\"id\":1000000029,\"name\":\"ab",
+            S::BAD_REQUEST,
+            &["line 1"],
+        ),
+        native("deep nesting", &deep, S::BAD_REQUEST, &["line 1"]),
+        native("empty body", "", S::BAD_REQUEST, &["no rows"]),
+        native("only blank lines", "\n\n  \n", S::BAD_REQUEST, &["no rows"]),
+        native(
+            "too many rows",
+            &"{\"id\":1000000032}\n".repeat(1001),
+            S::PAYLOAD_TOO_LARGE,
+            &["1001 lines", "max_rows_per_insert"],
+        ),
+        native(
+            "a million tiny lines",
+            &"{}\n".repeat(1_000_000),
+            S::PAYLOAD_TOO_LARGE,
+            &["larger than the limit"],
+        ),
+        native(
+            "10 MB single line",
+            &long_line,
+            S::PAYLOAD_TOO_LARGE,
+            &["larger than the limit"],
+        ),
+        native(
+            "a scalar instead of an object",
+            "1000000033",
+            S::BAD_REQUEST,
+            &["line 1", "expected a JSON object"],
+        ),
+    ];
+    cases.push(Case {
+        what: "SQL in a table name",
+        path: "/v1/tables/x%3BDROP%20TABLE%20strict/rows".into(),
+        headers: vec![],
+        body: b"{\"id\":1000000034}".to_vec(),
+        status: S::BAD_REQUEST,
+        says: vec!["not allowed"],
+    });
     cases
 }
 
@@ -298,7 +415,13 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
         for (k, v) in &case.headers {
             request = request.header(*k, *v);
         }
-        let response = request.send().await.unwrap();
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                failures.push(format!("{}: no answer: {e:?}", case.what));
+                continue;
+            }
+        };
         let status = response.status();
         let reason = response
             .headers()
@@ -340,4 +463,36 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
     let mut ids: Vec<i64> = strict.keys().copied().collect();
     ids.sort_unstable();
     assert_eq!(ids, [1, 2], "rows of refused inserts landed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_mid_stream_lands_nothing_and_the_server_stays_up() {
+    use tokio::io::AsyncWriteExt;
+
+    let mut server = Server::start(STRICT);
+    let cut_short: [&[u8]; 2] = [
+        b"POST /v1/tables/strict/rows HTTP/1.1\r\nHost: sluice\r\nContent-Length: 1000\r\n\r\n\
+          {\"id\":1000000035}\n{\"id\":10",
+        b"POST /v1/tables/strict/rows HTTP/1.1\r\nHost: sluice\r\nTransfer-Encoding: chunked\r\n\r\n\
+          12\r\n{\"id\":1000000036}\n\r\n8\r\n{\"id\":1",
+    ];
+    for request in cut_short {
+        let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(request).await.unwrap();
+        stream.flush().await.unwrap();
+        drop(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let ok = reqwest::Client::new()
+        .post(server.url("/v1/tables/strict/rows"))
+        .body("{\"id\":5}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let ids: Vec<i64> = id_counts(&server.data_dir, "strict").into_keys().collect();
+    assert_eq!(ids, [5], "only the whole insert landed");
 }

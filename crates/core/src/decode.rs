@@ -2,7 +2,9 @@
 //!
 //! The fast path hands the whole body to arrow-json's decoder. Only when that fails does the slow
 //! path go through the body line by line to find the first bad line and say exactly what is wrong
-//! with it, so good inserts pay nothing for good error messages.
+//! with it, so good inserts pay nothing for good error messages. Before any of that, a serde_json
+//! pass (`strict.rs`) refuses what arrow-json would accept but store differently from what was
+//! sent (a fraction in an integer column, a duplicate key), and nesting deep enough to crash it.
 
 use std::sync::Arc;
 
@@ -52,6 +54,7 @@ pub fn decode_ndjson(
         None => schema.arrow().clone(),
         Some(listed) => projected_schema(schema, listed)?,
     };
+    crate::strict::check(&target, body)?;
     let batch = match decode_with(&target, body, options.skip_unknown_fields) {
         Ok(batch) => batch,
         Err(error) => return Err(explain(schema, &target, body, options, error)),

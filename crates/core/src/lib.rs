@@ -4,7 +4,8 @@
 //!
 //! - [`name`]: validated table names (they become folder names and SQL identifiers).
 //! - [`schema`]: column types, table schemas, schema inference from a first insert.
-//! - [`decode`]: NDJSON to Arrow, all or nothing, with errors naming line and column.
+//! - [`decode`]: NDJSON to Arrow, all or nothing, with errors naming line and column;
+//!   `strict.rs` refuses what arrow-json would accept but store differently.
 //! - [`partition`]: which partition each row belongs to, and splitting a batch by partition.
 //! - [`table`]: a table's validated definition and sort key.
 //! - [`policy`]: when a batch is full, as configured and as validated.
@@ -24,6 +25,7 @@ pub mod policy;
 pub mod retry;
 pub mod schema;
 pub mod sink;
+mod strict;
 pub mod table;
 
 pub use batcher::{Batcher, Sealed};

@@ -40,6 +40,8 @@ pub struct ClickHouseLabConfig {
     pub clients: usize,
     /// sluice's flush age limit.
     pub max_age: Duration,
+    /// Rows per second over all clients on both sides; `None`: as fast as answers come.
+    pub rate: Option<f64>,
 }
 
 /// One side's figures.
@@ -76,6 +78,9 @@ pub struct ClickHouseReport {
     pub clients: usize,
     /// sluice's flush age limit in seconds.
     pub max_age_s: f64,
+    /// The rate both sides sent at, rows/s (absent: as fast as answers came).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
     /// ClickHouse's version.
     pub clickhouse_version: String,
     /// Straight to ClickHouse.
@@ -102,7 +107,7 @@ pub async fn run(
         endpoint: Endpoint::ClickHouseServer,
         producers: config.clients,
         rows_per_insert: 1,
-        rate: None,
+        rate: config.rate,
         stop: Stop::Rows(config.inserts),
         ack: "committed".into(),
         seed: 7,
@@ -152,6 +157,7 @@ pub async fn run(
         inserts: config.inserts,
         clients: config.clients,
         max_age_s: config.max_age.as_secs_f64(),
+        rate: config.rate,
         clickhouse_version: version,
         direct,
         sluice: through,

@@ -17,7 +17,18 @@ impl ServerProcess {
     /// Starts `binary serve --listen 127.0.0.1:0 --data-dir DATA [--config CONFIG]` and waits for
     /// the line that says where it listens.
     pub fn spawn(binary: &Path, data_dir: &Path, config: Option<&Path>) -> std::io::Result<Self> {
+        Self::spawn_with_env(binary, data_dir, config, &[])
+    }
+
+    /// [`ServerProcess::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        binary: &Path,
+        data_dir: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> std::io::Result<Self> {
         let mut command = Command::new(binary);
+        command.envs(env.iter().copied());
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)

@@ -10,6 +10,10 @@ use sluice_wal::WalConfig;
 /// (64 MiB each) while staying a small share of a typical host.
 pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 512 * 1024 * 1024;
 
+/// The share of `max_buffer_bytes` one table may hold: half, so a table whose store stalls (or
+/// that takes a burst) leaves the other half to every other table. Set 1.0 for a single table.
+pub const DEFAULT_MAX_TABLE_SHARE: f64 = 0.5;
+
 /// How long a `committed` insert waits for its batch to land before it is answered 503: long
 /// enough to ride out a store's brief hiccup, short enough for clients' own timeouts.
 pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -23,6 +27,8 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct PipelineConfig {
     /// Arrow memory all tables may buffer together, in bytes.
     pub max_buffer_bytes: u64,
+    /// The share of `max_buffer_bytes` one table may hold, in (0, 1].
+    pub max_table_share: f64,
     /// Create unknown tables from their first insert.
     pub auto_create: bool,
     /// The flush policy of auto-created tables.
@@ -45,6 +51,7 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
+            max_table_share: DEFAULT_MAX_TABLE_SHARE,
             auto_create: true,
             default_policy: FlushPolicy::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,
@@ -57,6 +64,11 @@ impl Default for PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// The bytes one table may buffer.
+    pub fn table_buffer_bytes(&self) -> u64 {
+        ((self.max_buffer_bytes as f64) * self.max_table_share.clamp(0.0, 1.0)) as u64
+    }
+
     /// Checks that a table's policy agrees with the pipeline's limits. `field` is where the
     /// policy is written in config, for the error.
     pub fn check_policy(&self, field: &str, policy: &FlushPolicy) -> Result<(), ConfigError> {
@@ -66,13 +78,25 @@ impl PipelineConfig {
                 "must be greater than zero",
             ));
         }
-        if policy.max_bytes() > self.max_buffer_bytes {
+        if !(self.max_table_share > 0.0 && self.max_table_share <= 1.0) {
+            return Err(ConfigError::new(
+                "max_table_share",
+                format!(
+                    "must be more than 0 and at most 1, got {}",
+                    self.max_table_share
+                ),
+            ));
+        }
+        if policy.max_bytes() > self.table_buffer_bytes() {
             return Err(ConfigError::new(
                 format!("{field}.max_bytes"),
                 format!(
-                    "{} bytes is more than max_buffer_bytes ({}): the batch could never fill",
+                    "{} bytes is more than a table may buffer ({} = max_buffer_bytes {} x \
+                     max_table_share {}): the batch could never fill",
                     policy.max_bytes(),
-                    self.max_buffer_bytes
+                    self.table_buffer_bytes(),
+                    self.max_buffer_bytes,
+                    self.max_table_share
                 ),
             ));
         }

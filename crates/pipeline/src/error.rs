@@ -33,13 +33,19 @@ pub enum InsertError {
     /// fsync). The insert was not accepted.
     #[error("{0}")]
     WalFailed(String),
-    /// The buffer is full; the client should retry after a short wait.
-    #[error("sluice's buffer is full ({used} of {limit} bytes); retry shortly")]
+    /// The buffer, or the table's share of it, is full; the client should retry after a short
+    /// wait.
+    #[error(
+        "{} is full ({used} of {limit} bytes); retry shortly",
+        if *.table_share { "this table's share of sluice's buffer" } else { "sluice's buffer" }
+    )]
     Overloaded {
         /// Bytes buffered.
         used: u64,
         /// The limit.
         limit: u64,
+        /// Whether the table's share was full, rather than the whole buffer.
+        table_share: bool,
     },
     /// sluice is shutting down and takes no new rows.
     #[error("sluice is shutting down")]
@@ -92,4 +98,14 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+}
+
+impl From<crate::memory::Full> for InsertError {
+    fn from(full: crate::memory::Full) -> Self {
+        InsertError::Overloaded {
+            used: full.used,
+            limit: full.limit,
+            table_share: full.share,
+        }
+    }
 }

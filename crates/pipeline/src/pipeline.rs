@@ -111,6 +111,8 @@ pub struct ReplayReport {
 
 struct TableHandle {
     def: Arc<TableDef>,
+    /// The table's share of the pipeline's memory budget.
+    memory: Arc<MemoryBudget>,
     sink: &'static str,
     tx: UnboundedSender<Command>,
     /// Held while an insert is numbered, logged and handed to the writer.
@@ -250,9 +252,8 @@ impl PipelineBuilder {
         }
         if let (Some(replay), Some(wal)) = (replay, pipeline.inner.wal.clone()) {
             let handles = pipeline.read_tables().clone();
-            let memory = pipeline.inner.memory.clone();
             let report = tokio::task::spawn_blocking(move || {
-                replay_frames(&replay, &wal, &handles, &watermarks, &memory)
+                replay_frames(&replay, &wal, &handles, &watermarks)
             })
             .await
             .map_err(|e| StartError::Replay {
@@ -279,7 +280,6 @@ fn replay_frames(
     wal: &Arc<Wal>,
     tables: &HashMap<TableName, Arc<TableHandle>>,
     watermarks: &HashMap<TableName, HashMap<PartitionKey, u64>>,
-    memory: &MemoryBudget,
 ) -> Result<ReplayReport, StartError> {
     let mut report = ReplayReport::default();
     let mut failure: Option<StartError> = None;
@@ -339,7 +339,7 @@ fn replay_frames(
             .map(|p| p.batch.num_rows() as u64)
             .sum::<u64>();
         // Replayed rows were accepted before the crash: they are admitted even over the budget.
-        memory.force(pieces.iter().map(|p| p.bytes).sum());
+        handle.memory.force(pieces.iter().map(|p| p.bytes).sum());
         let msg = InsertMsg {
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,
@@ -542,12 +542,10 @@ impl Pipeline {
             _ => {}
         }
         let name = TableName::new(table)?;
-        let memory = &self.inner.memory;
-        if admission == Admission::Refuse && memory.is_full() {
-            return Err(InsertError::Overloaded {
-                used: memory.used(),
-                limit: memory.limit(),
-            });
+        if admission == Admission::Refuse
+            && let Some(full) = self.inner.memory.full()
+        {
+            return Err(full.into());
         }
         Ok(name)
     }
@@ -582,16 +580,9 @@ impl Pipeline {
             })
             .collect();
         let bytes: u64 = pieces.iter().map(|p| p.bytes).sum();
-        let memory = &self.inner.memory;
+        let memory = &handle.memory;
         match admission {
-            Admission::Refuse => {
-                if !memory.try_reserve(bytes) {
-                    return Err(InsertError::Overloaded {
-                        used: memory.used(),
-                        limit: memory.limit(),
-                    });
-                }
-            }
+            Admission::Refuse => memory.try_reserve(bytes)?,
             Admission::Wait => memory.reserve(bytes).await,
         }
         let wal = self.inner.wal.as_ref();
@@ -713,10 +704,14 @@ impl Pipeline {
         let def = Arc::new(def);
         let stats = Arc::new(TableStats::default());
         let (tx, rx) = mpsc::unbounded_channel();
+        let memory = Arc::new(MemoryBudget::share(
+            self.inner.memory.clone(),
+            self.inner.config.table_buffer_bytes(),
+        ));
         let writer = Writer::new(
             def.clone(),
             sink.clone(),
-            self.inner.memory.clone(),
+            memory.clone(),
             stats.clone(),
             self.inner.config.backoff,
             self.inner.config.shutdown_timeout,
@@ -734,6 +729,7 @@ impl Pipeline {
             inserts: metrics::counter!(names::INSERTS, "table" => table),
             sink: sink.name(),
             def,
+            memory,
             tx,
             order: Mutex::new(()),
             stats,

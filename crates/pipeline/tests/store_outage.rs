@@ -45,6 +45,8 @@ fn table() -> TableDef {
 async fn start(dir: &Path, shutdown_timeout: Duration) -> Pipeline {
     let config = PipelineConfig {
         max_buffer_bytes: BUDGET,
+        // One table: it may have all of it.
+        max_table_share: 1.0,
         default_policy: *table().policy(),
         backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
         shutdown_timeout,
@@ -153,7 +155,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
             .await
         {
             Ok(_) => accepted.push(next..next + 100),
-            Err(InsertError::Overloaded { used, limit }) => break (used, limit),
+            Err(InsertError::Overloaded { used, limit, .. }) => break (used, limit),
             Err(e) => panic!("unexpected {e}"),
         }
         next += 100;
@@ -235,4 +237,81 @@ async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
         .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
         .await;
     assert!(matches!(late, Err(InsertError::ShuttingDown)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = PipelineConfig {
+        max_buffer_bytes: BUDGET,
+        max_table_share: 0.5,
+        default_policy: FlushPolicyConfig {
+            max_age: Some(Duration::from_millis(50)),
+            max_bytes: Some(sluice_core::ByteSize(BUDGET / 4)),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap(),
+        backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
+        shutdown_timeout: Duration::from_millis(300),
+        ..PipelineConfig::default()
+    };
+    let catalog = Arc::new(FileCatalog::open(dir.path()).unwrap());
+    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir.path())).unwrap());
+    let pipeline = Pipeline::builder(config, catalog, lake)
+        .start()
+        .await
+        .unwrap();
+    let into = |table: &'static str, body: &'static [u8]| Insert {
+        table,
+        body,
+        options: Default::default(),
+        ack: AckMode::Async,
+        admission: Admission::Refuse,
+    };
+    // Both tables exist; then `stalled`'s store fails.
+    let row: &'static [u8] = b"{\"id\":1,\"service\":\"a\"}\n";
+    pipeline.insert_ndjson(into("stalled", row)).await.unwrap();
+    pipeline.insert_ndjson(into("healthy", row)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    std::fs::remove_dir_all(dir.path().join("stalled")).unwrap();
+    std::fs::write(dir.path().join("stalled"), "not a folder").unwrap();
+
+    let many: &'static [u8] = Box::leak(rows(0..200).into_boxed_slice());
+    let refused = loop {
+        match pipeline.insert_ndjson(into("stalled", many)).await {
+            Ok(_) => {}
+            Err(e) => break e,
+        }
+    };
+    let InsertError::Overloaded {
+        used,
+        limit,
+        table_share,
+    } = refused
+    else {
+        panic!("unexpected {refused}");
+    };
+    assert!(
+        table_share,
+        "the table's share was full, not the whole buffer"
+    );
+    assert_eq!(limit, BUDGET / 2);
+    assert!(used <= limit, "{used} > {limit}");
+    let message = InsertError::Overloaded {
+        used,
+        limit,
+        table_share,
+    }
+    .to_string();
+    assert!(message.contains("this table's share"), "{message}");
+
+    // The other table still has the other half.
+    for _ in 0..5 {
+        pipeline.insert_ndjson(into("healthy", many)).await.unwrap();
+    }
+    let report = pipeline.shutdown().await;
+    let healthy = report.tables.iter().find(|t| t.table == "healthy").unwrap();
+    assert_eq!(healthy.rows_lost, 0);
+    assert!(pipeline.memory().0 <= BUDGET);
 }

@@ -11,7 +11,7 @@ use sluice_core::DecodeOptions;
 use sluice_pipeline::{AckMode, Admission, Insert, TableInfo};
 
 use crate::AppState;
-use crate::body::read_body;
+use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
 
 /// `POST /v1/tables/{table}/rows?ack=async|durable|committed` with an NDJSON body.
@@ -24,8 +24,16 @@ pub(crate) async fn insert_rows(
 ) -> Result<Json<Value>, ApiError> {
     let Path(table) =
         table.map_err(|e| ApiError::new(Kind::BadTableName, format!("bad table name: {e}")))?;
+    state.access.check(&table, &headers, &[])?;
     let ack = ack_param(query.as_deref())?;
     let body = read_body(&headers, body, state.limits.max_body_bytes).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(
+            Kind::BadRows,
+            "the body holds no rows: send one JSON object per line",
+        ));
+    }
+    check_rows(&body, state.limits.max_rows_per_insert)?;
     let inserted = state
         .pipeline
         .insert_ndjson(Insert {

@@ -1,7 +1,9 @@
-//! Reading request bodies: the size limit, then decompression under the same limit.
+//! Reading request bodies: the size limit, then decompression under the same limit, then the
+//! row limit.
 //!
-//! The limit applies to the bytes on the wire and again to the decompressed bytes, so a small
-//! gzip bomb is refused with 413 after reading at most the limit plus one byte.
+//! The size limit applies to the bytes on the wire and again to the decompressed bytes, so a
+//! small gzip bomb is refused with 413 after reading at most the limit plus one byte. The row
+//! limit counts lines before anything is decoded.
 
 use std::io::Read;
 
@@ -23,16 +25,7 @@ pub(crate) async fn read_body(
         None => Encoding::Identity,
         Some(value) => Encoding::parse(value.to_str().unwrap_or("?"))?,
     };
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if is_length_limit(&e) {
-            ApiError::new(
-                Kind::TooLarge,
-                format!("the body is larger than the limit of {limit} bytes"),
-            )
-        } else {
-            ApiError::new(Kind::BadRequest, format!("cannot read the body: {e}"))
-        }
-    })?;
+    let raw = read_limited(body, limit).await?;
     match encoding {
         Encoding::Identity => Ok(raw),
         Encoding::Gzip => inflate(
@@ -92,14 +85,73 @@ fn inflate(reader: impl Read, limit: usize, name: &str) -> Result<Bytes, ApiErro
     Ok(Bytes::from(out))
 }
 
-/// Whether reading stopped at the size limit (rather than the client going away).
-fn is_length_limit(error: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.is::<http_body_util::LengthLimitError>() {
-            return true;
+/// How much of a too-large body is read and thrown away before answering 413. A client still
+/// sending when the server closes its socket gets a reset instead of the answer (the kernel
+/// drops unread data with an RST), so sluice reads on a while; past this it closes anyway.
+const DRAIN_BYTES: usize = 32 * 1024 * 1024;
+
+/// The body's bytes, at most `limit` of them: past it, the rest is drained (up to
+/// [`DRAIN_BYTES`]) and the answer is 413.
+async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+
+    let mut body = body;
+    let mut buf = bytes::BytesMut::new();
+    let mut total = 0usize;
+    let read_error =
+        |e: axum::Error| ApiError::new(Kind::BadRequest, format!("cannot read the body: {e}"));
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(read_error)?.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total > limit {
+            while total <= limit.saturating_add(DRAIN_BYTES) {
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        total += frame.data_ref().map_or(0, Bytes::len);
+                    }
+                    _ => break,
+                }
+            }
+            return Err(ApiError::new(
+                Kind::TooLarge,
+                format!("the body is larger than the limit of {limit} bytes"),
+            ));
         }
-        source = e.source();
+        buf.extend_from_slice(&data);
     }
-    false
+    Ok(buf.freeze())
+}
+
+/// Refuses rows holding more than `limit` lines with 413, before they are decoded.
+pub(crate) fn check_rows(rows: &[u8], limit: usize) -> Result<(), ApiError> {
+    let newlines = rows.iter().filter(|&&b| b == b'\n').count();
+    let lines = newlines + usize::from(rows.last().is_some_and(|&b| b != b'\n'));
+    if lines > limit {
+        return Err(ApiError::new(
+            Kind::TooLarge,
+            format!(
+                "the insert holds {lines} lines, more than the limit of {limit} rows per insert \
+                 (max_rows_per_insert); split it"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_lines_with_or_without_a_final_newline() {
+        assert!(check_rows(b"", 0).is_ok());
+        assert!(check_rows(b"{}\n{}\n", 2).is_ok());
+        assert!(check_rows(b"{}\n{}", 2).is_ok());
+        assert!(check_rows(b"{}\n{}\n{}", 2).is_err());
+        let error = check_rows(&b"{}\n".repeat(3), 2).unwrap_err();
+        assert_eq!(error.kind, Kind::TooLarge);
+        assert!(error.message.contains("3 lines"), "{}", error.message);
+    }
 }

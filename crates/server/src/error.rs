@@ -35,6 +35,8 @@ pub(crate) enum Kind {
     NotCommitted,
     /// The store refused the batch for good.
     StoreRefused,
+    /// No credentials, or ones not allowed to write to the table.
+    Unauthorized,
     /// A bug or an unexpected failure inside sluice.
     Internal,
 }
@@ -90,6 +92,12 @@ impl Kind {
                 "not_committed",
             ),
             Kind::StoreRefused => (S::BAD_GATEWAY, 1002, "UNKNOWN_EXCEPTION", "store_refused"),
+            Kind::Unauthorized => (
+                S::UNAUTHORIZED,
+                516,
+                "AUTHENTICATION_FAILED",
+                "unauthorized",
+            ),
             Kind::Internal => (S::INTERNAL_SERVER_ERROR, 1001, "STD_EXCEPTION", "internal"),
         };
         Spec {
@@ -163,6 +171,12 @@ pub(crate) fn finish_error(kind: Kind, headers: &mut axum::http::HeaderMap) {
     if let Some(seconds) = kind.retry_after() {
         headers.insert("Retry-After", axum::http::HeaderValue::from(seconds));
     }
+    if kind == Kind::Unauthorized {
+        headers.insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer realm=\"sluice\", Basic realm=\"sluice\""),
+        );
+    }
 }
 
 impl axum::response::IntoResponse for ApiError {
@@ -192,7 +206,14 @@ mod tests {
                 InsertError::WalFailed("No space left on device".into()),
                 "wal_failed",
             ),
-            (InsertError::Overloaded { used: 2, limit: 1 }, "overloaded"),
+            (
+                InsertError::Overloaded {
+                    used: 2,
+                    limit: 1,
+                    table_share: false,
+                },
+                "overloaded",
+            ),
         ] {
             let response = ApiError::from(error).into_response();
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -223,6 +244,7 @@ mod tests {
             Kind::NotCommittedInTime,
             Kind::NotCommitted,
             Kind::StoreRefused,
+            Kind::Unauthorized,
             Kind::Internal,
         ];
         let mut reasons: Vec<&str> = kinds.iter().map(|k| k.spec().reason).collect();

@@ -2,9 +2,10 @@
 //!
 //! # Layout
 //!
+//! - [`auth`]: who may write (bearer tokens, ClickHouse-style users), globally or per table.
 //! - `api.rs`: the native API (`/v1/tables/{table}/rows`, `/v1/tables`, `/health`).
 //! - `clickhouse/`: the ClickHouse-compatible endpoint (`POST /?query=INSERT ...`, `/ping`).
-//! - `body.rs`: body size limit and decompression.
+//! - `body.rs`: body size and row limits, and decompression.
 //! - `error.rs`: every error kind and the one table mapping it to an HTTP status.
 //! - [`metrics`]: the Prometheus exporter.
 //!
@@ -12,6 +13,7 @@
 //! pipeline calls and pipeline results into answers.
 
 mod api;
+pub mod auth;
 mod body;
 pub mod clickhouse;
 mod error;
@@ -30,6 +32,11 @@ use tokio::net::TcpListener;
 /// request never needs more than one batch's memory.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
+/// The most rows (lines) one insert may carry: a hundred thousand rows is far more than any
+/// producer batches (sluice exists so they need not), and keeps one insert's decoding time and
+/// memory bounded even when each row is tiny.
+pub const DEFAULT_MAX_ROWS_PER_INSERT: usize = 100_000;
+
 /// The default listen address: loopback, on the port clickhouse-bulk uses for the same role.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8124";
 
@@ -38,12 +45,15 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8124";
 pub struct Limits {
     /// The largest request body in bytes, before and after decompression.
     pub max_body_bytes: usize,
+    /// The most rows (lines) in one insert.
+    pub max_rows_per_insert: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_rows_per_insert: DEFAULT_MAX_ROWS_PER_INSERT,
         }
     }
 }
@@ -54,16 +64,25 @@ pub struct AppState {
     pipeline: Pipeline,
     metrics: PrometheusHandle,
     limits: Limits,
+    access: std::sync::Arc<auth::Access>,
 }
 
 impl AppState {
-    /// State over a running pipeline, with the metrics handle from [`metrics::install`].
+    /// State over a running pipeline, with the metrics handle from [`metrics::install`]. Anyone
+    /// may write until [`AppState::with_access`] says otherwise.
     pub fn new(pipeline: Pipeline, metrics: PrometheusHandle, limits: Limits) -> Self {
         Self {
             pipeline,
             metrics,
             limits,
+            access: std::sync::Arc::default(),
         }
+    }
+
+    /// The same state, with who may write.
+    pub fn with_access(mut self, access: auth::Access) -> Self {
+        self.access = std::sync::Arc::new(access);
+        self
     }
 }
 

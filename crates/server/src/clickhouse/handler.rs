@@ -9,7 +9,7 @@ use sluice_pipeline::{AckMode, Admission, Insert};
 
 use super::query::{QueryError, parse_insert};
 use crate::AppState;
-use crate::body::read_body;
+use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
 
 type Params = Query<Vec<(String, String)>>;
@@ -96,6 +96,8 @@ async fn run_insert(
             (query, rows)
         }
     };
+    state.access.check(&query.table, headers, params)?;
+    check_rows(&rows, state.limits.max_rows_per_insert)?;
     // URL parameters are settings too; the query's SETTINGS clause overrides them.
     let setting = |name: &str| {
         query
