@@ -15,6 +15,7 @@ use sluice_lab::crash::{self, CrashConfig};
 use sluice_lab::knee::{self, KneeConfig};
 use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::merge_sim::{self, MergeSimConfig, MergeSimReport};
+use sluice_lab::overload::{self, OverloadConfig};
 use sluice_lab::plot;
 
 /// `sluice lab` subcommands.
@@ -35,6 +36,9 @@ pub enum LabCommand {
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
     /// parts, rows rewritten by merges.
     Clickhouse(ClickHouseArgs),
+    /// The store goes down under a load ten times the buffer: peak memory, refusals, drain, and
+    /// an audit of every acknowledged row.
+    Overload(OverloadArgs),
 }
 
 /// Where an experiment keeps its data.
@@ -220,6 +224,31 @@ pub struct AcksArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab overload` flags.
+#[derive(Debug, Args)]
+pub struct OverloadArgs {
+    /// The server's `max_buffer_bytes`.
+    #[arg(long, default_value = "64MiB")]
+    buffer: sluice_core::ByteSize,
+    /// How many times the buffer the producers offer while the store is down.
+    #[arg(long, default_value_t = 10.0)]
+    factor: f64,
+    /// Concurrent producers.
+    #[arg(long, default_value_t = 64)]
+    producers: usize,
+    /// Rows per insert.
+    #[arg(long, default_value_t = 100)]
+    rows_per_insert: usize,
+    /// The longest the store stays down.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "120s")]
+    max_outage: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// `sluice lab clickhouse` flags.
 #[derive(Debug, Args)]
 pub struct ClickHouseArgs {
@@ -327,6 +356,55 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 }
                 println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
             }
+            Ok(if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        LabCommand::Overload(args) => {
+            let (dir, _temp) = args.scratch.open()?;
+            let config = OverloadConfig {
+                binary,
+                data_dir: dir,
+                buffer_bytes: args.buffer.0,
+                factor: args.factor,
+                producers: args.producers,
+                rows_per_insert: args.rows_per_insert,
+                max_outage: args.max_outage,
+            };
+            let report = overload::run(&config, |line| eprintln!("{line}"))
+                .await
+                .map_err(anyhow::Error::msg)?;
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            let a = &report.audit;
+            println!("store down {:.1} s under durable load", report.outage_s);
+            println!(
+                "  buffer limit        {:>9.1} MiB",
+                mib(report.buffer_bytes)
+            );
+            println!(
+                "  offered             {:>9.1} MiB ({:.1}x the buffer)",
+                mib(report.offered_bytes),
+                report.offered_factor
+            );
+            println!(
+                "  resident at start   {:>9.1} MiB",
+                mib(report.rss_at_start_bytes)
+            );
+            println!(
+                "  peak resident       {:>9.1} MiB (grew {:.2}x the buffer limit)",
+                mib(report.peak_rss_bytes),
+                report.growth_over_buffer
+            );
+            println!("  refused (503)       {:>9}", report.refused_inserts);
+            println!("  other failures      {:>9}", report.failed_inserts);
+            println!("  drained in          {:>9.1} s", report.drain_s);
+            println!("  acknowledged rows   {:>9}", a.acked);
+            println!("  lost                {:>9}", a.lost);
+            println!("  duplicated          {:>9}", a.duplicated);
+            println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+            write_json(args.json.as_ref(), &report)?;
             Ok(if report.passed() {
                 ExitCode::SUCCESS
             } else {

@@ -394,3 +394,49 @@ fn clickhouse_compares_direct_and_through_sluice() {
     assert!(parts("direct") >= 300, "{report}");
     assert!(parts("sluice") < 30, "{report}");
 }
+
+#[test]
+fn overload_keeps_memory_bounded_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("o.json");
+    let out = sluice(&[
+        "lab",
+        "overload",
+        "--buffer",
+        "4MiB",
+        "--factor",
+        "4",
+        "--producers",
+        "8",
+        "--rows-per-insert",
+        "50",
+        "--max-outage",
+        "30s",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("PASSED"), "{out}");
+    let report = json(&json_path);
+    has(
+        &report,
+        &[
+            "buffer_bytes",
+            "offered_bytes",
+            "offered_factor",
+            "rss_at_start_bytes",
+            "peak_rss_bytes",
+            "growth_over_buffer",
+            "outage_s",
+            "drain_s",
+            "refused_inserts",
+            "audit",
+        ],
+    );
+    assert!(
+        report["offered_factor"].as_f64().unwrap() >= 4.0,
+        "{report}"
+    );
+    assert!(report["refused_inserts"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["audit"]["lost"], 0);
+    assert_eq!(report["audit"]["duplicated"], 0);
+}

@@ -8,6 +8,7 @@
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
+//! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //! - [`services`]: real PostgreSQL and ClickHouse servers from the project's scripts.
 //!
@@ -24,6 +25,7 @@ pub mod knee;
 pub mod layouts;
 pub mod load;
 pub mod merge_sim;
+pub mod overload;
 pub mod plot;
 pub mod process;
 pub mod services;

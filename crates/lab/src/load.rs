@@ -155,6 +155,8 @@ pub struct Progress {
     pub rows_acked: AtomicU64,
     /// Inserts that failed so far.
     pub errors: AtomicU64,
+    /// Body bytes sent so far, resends included.
+    pub bytes_sent: AtomicU64,
     /// Set to make every producer stop before its next insert.
     pub stop: AtomicBool,
 }
@@ -252,6 +254,9 @@ async fn produce(
         let payload = Bytes::copy_from_slice(&body);
         let sent_at = Instant::now();
         loop {
+            progress
+                .bytes_sent
+                .fetch_add(payload.len() as u64, Ordering::Relaxed);
             match send(config, &mut conn, &path, payload.clone()).await {
                 Ok((StatusCode::OK, _)) => {
                     let us = sent_at.elapsed().as_micros().min(u32::MAX as u128) as u32;
@@ -267,6 +272,10 @@ async fn produce(
                 }
                 Ok((StatusCode::SERVICE_UNAVAILABLE, Some(reason))) if reason == "overloaded" => {
                     result.retries += 1;
+                    if progress.stop.load(Ordering::Relaxed) {
+                        // Never accepted: nothing to account for.
+                        break;
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Ok((status, _)) => {
