@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the servers sluice's tests start (PostgreSQL 15, ClickHouse) from Debian's packages,
-# once, before the tests run in parallel. Does nothing when they are already there.
+# Installs the servers sluice's tests start (PostgreSQL 15, ClickHouse) and the tools they call
+# (curl, openssl) from Debian's packages, once, before the tests run in parallel. Does nothing
+# when they are already there.
 set -euo pipefail
 
 need=()
@@ -9,6 +10,7 @@ if [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; 
   need+=(clickhouse-server clickhouse-client)
 fi
 command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

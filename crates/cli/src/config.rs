@@ -30,6 +30,16 @@ pub const WAL_DIR: &str = "_sluice/wal";
 /// Where batches a store refuses for good are kept (`_dead` is a reserved table name).
 pub const DEAD_LETTER_DIR: &str = "_dead";
 
+/// `[tls]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM, leaf first.
+    pub cert: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+}
+
 /// The environment variable holding a bearer token every table accepts.
 pub const TOKEN_ENV: &str = "SLUICE_TOKEN";
 
@@ -91,6 +101,8 @@ pub struct FileConfig {
     /// Who may write to tables without a rule of their own (default: anyone). The environment
     /// variable `SLUICE_TOKEN` adds a bearer token to it.
     pub auth: Option<Credentials>,
+    /// HTTPS: a certificate chain and its key, PEM files.
+    pub tls: Option<TlsFiles>,
     /// Declared tables.
     #[serde(default)]
     pub tables: BTreeMap<String, TableFileConfig>,
@@ -186,6 +198,8 @@ pub struct Settings {
     pub default_sink: String,
     /// Who may write.
     pub access: Access,
+    /// HTTPS, when configured.
+    pub tls: Option<TlsFiles>,
 }
 
 impl FileConfig {
@@ -357,6 +371,7 @@ impl FileConfig {
             sinks: self.sinks,
             default_sink,
             access,
+            tls: self.tls,
         })
     }
 }

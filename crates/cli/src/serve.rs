@@ -42,6 +42,13 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         data_dir: args.data_dir,
         wal: args.wal.map(|w| w == "on"),
     })?;
+    let tls = match &settings.tls {
+        Some(files) => Some(
+            sluice_server::tls::Tls::from_pem_files(&files.cert, &files.key)
+                .map_err(|e| anyhow::anyhow!("invalid config: tls: {e}"))?,
+        ),
+        None => None,
+    };
     let metrics = sluice_server::metrics::install();
 
     let sinks = build_sinks(&settings).await?;
@@ -74,14 +81,15 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "sluice is listening");
     // A line for scripts and tests that start sluice on port 0.
+    let scheme = if tls.is_some() { "https" } else { "http" };
     println!(
-        "sluice listening on http://{addr} (data in {})",
+        "sluice listening on {scheme}://{addr} (data in {})",
         settings.data_dir.display()
     );
 
     let state =
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
-    sluice_server::serve(listener, state, shutdown_signal())
+    sluice_server::serve(listener, state, tls, shutdown_signal())
         .await
         .context("the HTTP server failed")?;
 

@@ -49,7 +49,7 @@ impl ServerProcess {
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
         let addr = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|addr| addr.parse().ok());

@@ -8,6 +8,7 @@
 //! - `body.rs`: body size and row limits, and decompression.
 //! - `error.rs`: every error kind and the one table mapping it to an HTTP status.
 //! - [`metrics`]: the Prometheus exporter.
+//! - [`tls`]: HTTPS with rustls when a certificate is configured.
 //!
 //! Architecture invariant: the server holds no sink or WAL logic; it turns requests into
 //! pipeline calls and pipeline results into answers.
@@ -18,6 +19,7 @@ mod body;
 pub mod clickhouse;
 mod error;
 pub mod metrics;
+pub mod tls;
 
 use std::future::Future;
 use std::time::Duration;
@@ -99,10 +101,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves until `shutdown` resolves, then stops accepting connections and waits for the
-/// requests in flight. The caller shuts the pipeline down afterwards.
+/// requests in flight; over TLS when `tls` is given. The caller shuts the pipeline down
+/// afterwards.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    tls: Option<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let upkeep = {
@@ -115,9 +119,14 @@ pub async fn serve(
             }
         })
     };
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let result = match tls {
+        Some(tls) => tls::serve(listener, router(state), tls, shutdown).await,
+        None => {
+            axum::serve(listener, router(state))
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    };
     upkeep.abort();
     result
 }
