@@ -426,3 +426,48 @@ async fn the_ledger_is_compacted_and_survives_a_compaction_cut_short() {
     let sink = connect().await.unwrap();
     assert_eq!(sink.committed(&table).await.unwrap(), held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clickhouse_restart_under_load_loses_nothing() {
+    let ch = ClickHouse::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &ch, "");
+    let mut server =
+        ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+    let progress = Arc::new(Progress::default());
+    let run = load(&server, 32, Stop::After(Duration::from_secs(60)), 0);
+    let task = tokio::spawn(sluice_lab::load::run(run, progress.clone(), true));
+    wait_for_acks(&progress, 2_000).await;
+
+    // ClickHouse goes away: durable inserts keep being taken, the table shows degraded.
+    ch.stop().unwrap();
+    let before = progress.rows_acked.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = http_get(server.addr, "/health").await.unwrap();
+        if health.contains("\"degraded\"") && health.contains("\"load\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health never said degraded: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for_acks(&progress, before + 1_000).await;
+
+    // It comes back with its data; sluice drains on its own.
+    ch.restart().unwrap();
+    let back = progress.rows_acked.load(Ordering::Relaxed);
+    wait_for_acks(&progress, back + 2_000).await;
+    progress.stop.store(true, Ordering::Relaxed);
+    let report = task.await.unwrap().unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+
+    let found = audit(&ids(&ch).await, report.acked_ids.as_deref().unwrap());
+    println!("ClickHouse restart under load: {found:?}");
+    assert!(found.acked >= 5_000, "{found:?}");
+    assert_eq!(found.lost, 0, "{found:?}");
+}

@@ -116,6 +116,7 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
     assert!(server.wait(Duration::from_secs(60)).unwrap().success());
 
     let found = audit(&ids(&pg.url).await, report.acked_ids.as_deref().unwrap());
+    println!("PostgreSQL restart under load: {found:?}");
     assert!(found.acked >= 5_000, "{found:?}");
     assert_eq!((found.lost, found.duplicated), (0, 0), "{found:?}");
 }

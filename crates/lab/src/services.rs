@@ -87,6 +87,7 @@ pub struct ClickHouse {
     pub url: String,
     /// Its HTTP interface.
     pub addr: SocketAddr,
+    tcp_port: u16,
     dir: tempfile::TempDir,
 }
 
@@ -105,7 +106,35 @@ impl ClickHouse {
             &["start", &path, &http.to_string(), &tcp.to_string()],
         )?;
         let addr = SocketAddr::from(([127, 0, 0, 1], http));
-        Ok(Self { url, addr, dir })
+        Ok(Self {
+            url,
+            addr,
+            tcp_port: tcp,
+            dir,
+        })
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 10 s).
+    pub fn stop(&self) -> Result<(), String> {
+        run(
+            "clickhouse.sh",
+            &["stop", &self.dir.path().to_string_lossy()],
+        )
+        .map(|_| ())
+    }
+
+    /// Starts the same server, with its data, again after [`ClickHouse::stop`].
+    pub fn restart(&self) -> Result<(), String> {
+        run(
+            "clickhouse.sh",
+            &[
+                "start",
+                &self.dir.path().to_string_lossy(),
+                &self.addr.port().to_string(),
+                &self.tcp_port.to_string(),
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Runs one statement over HTTP; the answer's text, or ClickHouse's error.
@@ -129,9 +158,6 @@ impl ClickHouse {
 
 impl Drop for ClickHouse {
     fn drop(&mut self) {
-        let _ = run(
-            "clickhouse.sh",
-            &["stop", &self.dir.path().to_string_lossy()],
-        );
+        let _ = self.stop();
     }
 }
