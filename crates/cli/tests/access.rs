@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -129,17 +131,7 @@ async fn writes_need_credentials_and_each_form_is_read() {
 
 #[test]
 fn a_rule_that_lets_nobody_in_is_a_config_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(&config, "[auth]\ntokens = []\n").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (started, stderr) = common::serve_with("[auth]\ntokens = []\n");
+    assert!(!started);
     assert!(stderr.contains("auth: no tokens and no users"), "{stderr}");
 }

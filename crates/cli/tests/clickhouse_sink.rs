@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -78,14 +80,6 @@ fn load(server: &ServerProcess, producers: usize, stop: Stop, id_offset: u64) ->
     }
 }
 
-async fn wait_for_acks(progress: &Progress, rows: u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while progress.rows_acked.load(Ordering::Relaxed) < rows {
-        assert!(Instant::now() < deadline, "the load stalled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_row_producers_land_at_least_once_across_a_crash() {
     let ch = ClickHouse::start().unwrap();
@@ -99,7 +93,7 @@ async fn single_row_producers_land_at_least_once_across_a_crash() {
     let progress = Arc::new(Progress::default());
     let first = load(&server, 32, Stop::After(Duration::from_secs(60)), 0);
     let task = tokio::spawn(sluice_lab::load::run(first.clone(), progress.clone(), true));
-    wait_for_acks(&progress, 3_000).await;
+    common::wait_for_acks(&progress, 3_000).await;
     server.kill().unwrap();
     progress.stop.store(true, Ordering::Relaxed);
     acked.extend(task.await.unwrap().unwrap().acked_ids.unwrap());
@@ -434,37 +428,15 @@ async fn a_clickhouse_restart_under_load_loses_nothing() {
     let config = config(dir.path(), &ch, "");
     let mut server =
         ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
-    let progress = Arc::new(Progress::default());
     let run = load(&server, 32, Stop::After(Duration::from_secs(60)), 0);
-    let task = tokio::spawn(sluice_lab::load::run(run, progress.clone(), true));
-    wait_for_acks(&progress, 2_000).await;
-
-    // ClickHouse goes away: durable inserts keep being taken, the table shows degraded.
-    ch.stop().unwrap();
-    let before = progress.rows_acked.load(Ordering::Relaxed);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let health = http_get(server.addr, "/health").await.unwrap();
-        if health.contains("\"degraded\"") && health.contains("\"load\"") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "health never said degraded: {health}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    wait_for_acks(&progress, before + 1_000).await;
-
-    // It comes back with its data; sluice drains on its own.
-    ch.restart().unwrap();
-    let back = progress.rows_acked.load(Ordering::Relaxed);
-    wait_for_acks(&progress, back + 2_000).await;
-    progress.stop.store(true, Ordering::Relaxed);
-    let report = task.await.unwrap().unwrap();
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    server.terminate().unwrap();
-    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    // ClickHouse goes away under load, and comes back with its data.
+    let report = common::store_restart_under_load(
+        &mut server,
+        run,
+        || ch.stop().unwrap(),
+        || ch.restart().unwrap(),
+    )
+    .await;
 
     let found = audit(&ids(&ch).await, report.acked_ids.as_deref().unwrap());
     println!("ClickHouse restart under load: {found:?}");

@@ -2,24 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+mod common;
 
-fn serve_with(config: &str) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sluice.toml");
-    std::fs::write(&path, config).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use common::serve_with;
 
 #[test]
 fn bad_settings_are_refused_with_their_name() {

@@ -4,18 +4,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_core::{
     Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
     TableDef, TableLayout, TableName, decode_ndjson,
 };
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop, http_get};
+use sluice_lab::load::{Endpoint, LoadConfig, Stop, http_get};
 use sluice_lab::process::ServerProcess;
 use sluice_lab::services::Postgres;
 use sluice_lab::verify::audit;
@@ -62,7 +62,6 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
     )
     .unwrap();
 
-    let progress = Arc::new(Progress::default());
     let load = LoadConfig {
         addr: server.addr,
         table: "load".into(),
@@ -75,45 +74,14 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
         seed: 3,
         id_offset: 0,
     };
-    let task = tokio::spawn(sluice_lab::load::run(load, progress.clone(), true));
-    let wait_for = |rows: u64| {
-        let progress = progress.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while progress.rows_acked.load(Ordering::Relaxed) < rows {
-                assert!(Instant::now() < deadline, "the load stalled");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
-    wait_for(2_000).await;
-
-    // PostgreSQL goes away; sluice keeps taking durable inserts and says it is degraded.
-    pg.stop().unwrap();
-    let before = progress.rows_acked.load(Ordering::Relaxed);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let health = http_get(server.addr, "/health").await.unwrap();
-        if health.contains("\"degraded\"") && health.contains("\"load\"") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "health never said degraded: {health}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    wait_for(before + 1_000).await;
-
-    // It comes back: sluice drains on its own.
-    pg.restart().unwrap();
-    let back = progress.rows_acked.load(Ordering::Relaxed);
-    wait_for(back + 2_000).await;
-    progress.stop.store(true, Ordering::Relaxed);
-    let report = task.await.unwrap().unwrap();
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    server.terminate().unwrap();
-    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    // PostgreSQL goes away under load, and comes back.
+    let report = common::store_restart_under_load(
+        &mut server,
+        load,
+        || pg.stop().unwrap(),
+        || pg.restart().unwrap(),
+    )
+    .await;
 
     let found = audit(&ids(&pg.url).await, report.acked_ids.as_deref().unwrap());
     println!("PostgreSQL restart under load: {found:?}");

@@ -103,22 +103,9 @@ fn https_with_the_configured_certificate() {
 
 #[test]
 fn a_missing_certificate_stops_the_start_with_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "[tls]\ncert = \"/nowhere/cert.pem\"\nkey = \"/nowhere/key.pem\"\n",
-    )
-    .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (started, stderr) =
+        common::serve_with("[tls]\ncert = \"/nowhere/cert.pem\"\nkey = \"/nowhere/key.pem\"\n");
+    assert!(!started);
     assert!(
         stderr.contains("tls: cannot read the certificate /nowhere/cert.pem"),
         "{stderr}"

@@ -138,3 +138,83 @@ pub fn assert_exactly_once(counts: &HashMap<i64, usize>, acked: &[(u64, u64)]) {
     let audit = sluice_lab::verify::audit(counts, acked);
     assert_eq!((audit.lost, audit.duplicated), (0, 0), "{audit:?}");
 }
+
+/// Runs `sluice serve` with `config` (TOML) until it exits: whether it succeeded, and its stderr.
+/// For configs that must stop the start.
+pub fn serve_with(config: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sluice.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Waits until the load has `rows` acknowledged rows; fails the test after 60 s.
+pub async fn wait_for_acks(progress: &sluice_lab::load::Progress, rows: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while progress
+        .rows_acked
+        .load(std::sync::atomic::Ordering::Relaxed)
+        < rows
+    {
+        assert!(Instant::now() < deadline, "the load stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `/health` reports `table` as degraded; fails the test after 30 s.
+pub async fn wait_until_degraded(addr: SocketAddr, table: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = sluice_lab::load::http_get(addr, "/health").await.unwrap();
+        if health.contains("\"degraded\"") && health.contains(&format!("\"{table}\"")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health never said degraded: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `load` (with a time stop far away) and takes the store down once 2,000 rows are
+/// acknowledged with `down`; checks that sluice keeps acknowledging and reports table `load`
+/// degraded; brings the store back with `up`; stops after 2,000 more rows; stops the server
+/// cleanly. Returns the load's report (with its acknowledged ids).
+pub async fn store_restart_under_load(
+    server: &mut sluice_lab::process::ServerProcess,
+    load: LoadConfig,
+    down: impl FnOnce(),
+    up: impl FnOnce(),
+) -> sluice_lab::load::LoadReport {
+    use std::sync::atomic::Ordering;
+
+    let progress = std::sync::Arc::new(sluice_lab::load::Progress::default());
+    let task = tokio::spawn(sluice_lab::load::run(load, progress.clone(), true));
+    wait_for_acks(&progress, 2_000).await;
+
+    down();
+    let before = progress.rows_acked.load(Ordering::Relaxed);
+    wait_until_degraded(server.addr, "load").await;
+    wait_for_acks(&progress, before + 1_000).await;
+
+    up();
+    let back = progress.rows_acked.load(Ordering::Relaxed);
+    wait_for_acks(&progress, back + 2_000).await;
+    progress.stop.store(true, Ordering::Relaxed);
+    let report = task.await.unwrap().unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    report
+}
