@@ -74,6 +74,12 @@ async fn run_insert(
             ));
         }
     }
+    // With the query in the URL, credentials are checked before the body is read.
+    if let Some(text) = param("query")
+        && let Ok(query) = parse_insert(text.as_bytes())
+    {
+        state.access.check(&query.table, headers, params)?;
+    }
     let body = read_body(headers, body, state.limits.max_body_bytes).await?;
     let (query, rows) = match param("query") {
         Some(text) => {
