@@ -155,17 +155,8 @@ async fn a_batch_the_table_cannot_take_goes_to_the_dead_letter_folder() {
         message.contains("Unknown field") && message.contains("_dead"),
         "{message}"
     );
-    let dead = data.join("_dead").join("load");
-    let files: Vec<_> = std::fs::read_dir(&dead)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let rows = files
-        .iter()
-        .find(|p| p.to_string_lossy().ends_with(".ndjson"))
-        .unwrap();
-    assert_eq!(std::fs::read_to_string(rows).unwrap().lines().count(), 2);
-    let note = std::fs::read_to_string(rows.with_extension("error.txt")).unwrap();
+    let (kept, note) = common::dead_letter(&data, "load");
+    assert_eq!(kept.lines().count(), 2, "{kept}");
     assert!(note.contains("ClickHouse code 117"), "{note}");
     let page = http_get(server.addr, "/metrics").await.unwrap();
     assert_eq!(table_metric(&page, "sluice_dead_letter_rows_total"), 2.0);

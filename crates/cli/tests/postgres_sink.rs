@@ -121,22 +121,12 @@ async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
         "{message}"
     );
 
-    let dead = data.join("_dead").join("load");
-    let files: Vec<_> = std::fs::read_dir(&dead)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    let rows = files
-        .iter()
-        .find(|p| p.to_string_lossy().ends_with(".ndjson"))
-        .unwrap();
-    let kept = std::fs::read_to_string(rows).unwrap();
+    let (kept, note) = common::dead_letter(&data, "load");
     assert_eq!(kept.lines().count(), 2, "{kept}");
     assert!(
         kept.contains("\"id\":1") && kept.contains("\"service\":\"web\""),
         "{kept}"
     );
-    let note = std::fs::read_to_string(rows.with_extension("error.txt")).unwrap();
     assert!(
         note.contains("column \"ts\" of relation \"load\" does not exist"),
         "{note}"

@@ -218,3 +218,18 @@ pub async fn store_restart_under_load(
     assert!(server.wait(Duration::from_secs(60)).unwrap().success());
     report
 }
+
+/// The one dead letter kept for `table` under `data_dir`: its rows (NDJSON) and its error note.
+pub fn dead_letter(data_dir: &Path, table: &str) -> (String, String) {
+    let dead = data_dir.join("_dead").join(table);
+    let rows: Vec<PathBuf> = std::fs::read_dir(&dead)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".ndjson"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    (
+        std::fs::read_to_string(&rows[0]).unwrap(),
+        std::fs::read_to_string(rows[0].with_extension("error.txt")).unwrap(),
+    )
+}
