@@ -33,6 +33,7 @@ pub struct ServeArgs {
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     init_tracing();
+    let shutdown = shutdown_signal()?;
     let file = match &args.config {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
@@ -89,7 +90,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
 
     let state =
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
-    sluice_server::serve(listener, state, tls, shutdown_signal())
+    sluice_server::serve(listener, state, tls, shutdown)
         .await
         .context("the HTTP server failed")?;
 
@@ -153,26 +154,26 @@ fn init_tracing() {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT or SIGTERM, registered now (so a signal that arrives while sluice starts is not
+/// lost to the default action, which would kill it unflushed) and awaited later.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                _ = terminate.recv() => tracing::info!("SIGTERM received"),
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
+        })
+    }
     #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => tracing::info!("SIGINT received"),
-        () = terminate => tracing::info!("SIGTERM received"),
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("Ctrl-C received");
+        })
     }
 }
