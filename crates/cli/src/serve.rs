@@ -153,7 +153,6 @@ fn init_tracing() {
         .try_init();
 }
 
-/// Resolves on SIGINT or SIGTERM.
 /// SIGINT or SIGTERM, registered now (so a signal that arrives while sluice starts is not
 /// lost to the default action, which would kill it unflushed) and awaited later.
 fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
