@@ -155,8 +155,7 @@ pub async fn run(config: &KneeConfig, mut on_row: impl FnMut(&str)) -> Result<Kn
     ));
     let rows = config.rows;
     let dir = config.dir.join("sluice");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fresh_dir(&dir)?;
     let sink = SqliteSink::open(SqliteConfig {
         path: dir.join("knee.sqlite"),
         journal_mode: JournalMode::Delete,
@@ -181,6 +180,12 @@ pub async fn run(config: &KneeConfig, mut on_row: impl FnMut(&str)) -> Result<Kn
         sluice,
         postgres,
     })
+}
+
+/// `dir`, emptied of an earlier run's files (the sluice rows start from nothing).
+fn fresh_dir(dir: &std::path::Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())
 }
 
 /// The largest batch's rows/s over the smallest's, and sluice's over a commit per row.
@@ -257,8 +262,7 @@ async fn postgres(
         .await
         .map_err(|e| e.to_string())?;
     let dir = config.dir.join("sluice-postgres");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    fresh_dir(&dir)?;
     let sluice = through_sluice(config, Arc::new(sink), &dir, table, config.rows).await?;
     on_row(&format!(
         "sluice, {} single-row producers into PostgreSQL: {:.0} rows/s ({:.0} rows per commit)",
