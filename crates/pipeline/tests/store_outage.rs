@@ -310,6 +310,20 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
     for _ in 0..5 {
         pipeline.insert_ndjson(into("healthy", many)).await.unwrap();
     }
+    // The healthy table lands while the other one's store is still down.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while pipeline
+        .tables()
+        .iter()
+        .find(|t| t.name.as_str() == "healthy")
+        .is_none_or(|t| t.rows_written < 1001)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the healthy table never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let report = pipeline.shutdown().await;
     let healthy = report.tables.iter().find(|t| t.table == "healthy").unwrap();
     assert_eq!(healthy.rows_lost, 0);
