@@ -17,3 +17,18 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# The independent Delta reader the lake tests check sluice's tables with: the Python `deltalake`
+# package (delta-rs) and pyarrow, in a virtualenv under target/ (tests find it through
+# SLUICE_PYTHON, which scripts/test.sh sets).
+venv="${SLUICE_PYTHON_VENV:-target/pyreader}"
+if ! "$venv/bin/python" -c 'import deltalake, pyarrow' 2>/dev/null; then
+  echo "installing the Python deltalake reader into $venv" >&2
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq python3-venv python3-pip >/dev/null
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install -q --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow==26.0.1'
+fi

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
+use sluice_core::compaction::CompactionPolicy;
 use sluice_core::policy::duration_text;
 use sluice_core::{
     ByteSize, Column, ConfigError, FlushPolicyConfig, TableDef, TableLayout, TableName,
@@ -112,10 +113,51 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LakeFileConfig {
+    /// Where the lake's tables live (default: the data directory). Several sluice processes,
+    /// each with its own data directory, may share one root.
+    pub root: Option<PathBuf>,
     /// zstd level.
     pub zstd_level: Option<i32>,
     /// Rows per row group.
     pub row_group_rows: Option<usize>,
+    /// Commits between Delta checkpoints of new tables.
+    pub checkpoint_interval: Option<u64>,
+    /// How long Delta log entries a checkpoint covers are kept, for new tables.
+    #[serde(default, with = "duration_text")]
+    pub log_retention: Option<Duration>,
+    /// How long files a compaction replaced stay on disk for readers still using them.
+    #[serde(default, with = "duration_text")]
+    pub file_retention: Option<Duration>,
+    /// The background compactor.
+    #[serde(default)]
+    pub compaction: CompactionFileConfig,
+}
+
+/// `[lake.compaction]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionFileConfig {
+    /// Run the background compactor (default true).
+    pub enabled: Option<bool>,
+    /// Time between compaction rounds.
+    #[serde(default, with = "duration_text")]
+    pub interval: Option<Duration>,
+    /// The size merges aim for.
+    pub target_size: Option<ByteSize>,
+    /// Tier width and fewest parts of one tier that make a merge.
+    pub fanin: Option<usize>,
+}
+
+/// How often the background compactor looks at each lake table.
+pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The background compactor's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionSettings {
+    /// Which parts to merge.
+    pub policy: CompactionPolicy,
+    /// Time between rounds; `None`: no background compactor (`sluice compact` still works).
+    pub interval: Option<Duration>,
 }
 
 /// `[wal]`.
@@ -128,6 +170,40 @@ pub struct WalFileConfig {
     pub segment_bytes: Option<ByteSize>,
     /// `tolerate_tail`, `strict` or `skip_corrupt`.
     pub recovery: Option<String>,
+}
+
+impl CompactionFileConfig {
+    fn resolve(&self) -> Result<CompactionSettings> {
+        let mut policy = CompactionPolicy::default();
+        if let Some(ByteSize(bytes)) = self.target_size {
+            if bytes < 1024 * 1024 {
+                return Err(ConfigError::new(
+                    "lake.compaction.target_size",
+                    "must be at least 1MiB",
+                )
+                .into());
+            }
+            policy.target_bytes = bytes;
+        }
+        if let Some(fanin) = self.fanin {
+            if fanin < 2 {
+                return Err(ConfigError::new("lake.compaction.fanin", "must be at least 2").into());
+            }
+            policy.fanin = fanin;
+        }
+        let interval = self.interval.unwrap_or(DEFAULT_COMPACTION_INTERVAL);
+        if interval.is_zero() {
+            return Err(ConfigError::new(
+                "lake.compaction.interval",
+                "must be greater than zero (set enabled = false to turn the compactor off)",
+            )
+            .into());
+        }
+        Ok(CompactionSettings {
+            policy,
+            interval: self.enabled.unwrap_or(true).then_some(interval),
+        })
+    }
 }
 
 /// The name of the built-in sink: the Parquet lake in the data directory.
@@ -190,6 +266,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Lake settings.
     pub lake: LakeConfig,
+    /// Compaction of lake tables.
+    pub compaction: CompactionSettings,
     /// Declared tables, each with the name of its sink.
     pub tables: Vec<(TableDef, String)>,
     /// Named sinks other than the lake.
@@ -268,6 +346,26 @@ impl FileConfig {
             return Err(ConfigError::new("ack_timeout", "must be greater than zero").into());
         }
         let mut lake = LakeConfig::new(&data_dir);
+        if let Some(root) = &self.lake.root {
+            lake.root = root.clone();
+        }
+        if let Some(interval) = self.lake.checkpoint_interval {
+            if interval == 0 {
+                return Err(ConfigError::new(
+                    "lake.checkpoint_interval",
+                    "must be greater than zero",
+                )
+                .into());
+            }
+            lake.checkpoint_interval = interval;
+        }
+        if let Some(retention) = self.lake.log_retention {
+            lake.log_retention = retention;
+        }
+        if let Some(retention) = self.lake.file_retention {
+            lake.file_retention = retention;
+        }
+        let compaction = self.lake.compaction.resolve()?;
         if let Some(level) = self.lake.zstd_level {
             if !(1..=22).contains(&level) {
                 return Err(ConfigError::new(
@@ -367,6 +465,7 @@ impl FileConfig {
                 max_rows_per_insert,
             },
             lake,
+            compaction,
             tables,
             sinks: self.sinks,
             default_sink,
@@ -466,6 +565,15 @@ mod tests {
                 "tables.a/b",
             ),
             ("[lake]\nzstd_level = 40", "lake.zstd_level"),
+            (
+                "[lake]\ncheckpoint_interval = 0",
+                "lake.checkpoint_interval",
+            ),
+            ("[lake.compaction]\nfanin = 1", "lake.compaction.fanin"),
+            (
+                "[lake.compaction]\ntarget_size = \"10KiB\"",
+                "lake.compaction.target_size",
+            ),
             ("[wal]\nrecovery = \"maybe\"", "wal.recovery"),
             ("default_sink = \"nope\"", "default_sink"),
             (

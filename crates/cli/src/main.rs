@@ -3,13 +3,16 @@
 //! # Layout
 //!
 //! - `config.rs`: the TOML config file and flag overrides, validated.
-//! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline and server; signals.
+//! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline, server and the lake's
+//!   compactor; signals.
+//! - `compact.rs`: `sluice compact`, one compaction pass in the foreground.
 //! - `load.rs`: `sluice load`, the load generator's command line and output.
 //! - `lab.rs`: `sluice lab ...`, the seeds' experiments and sluice's own.
 //! - `estimate.rs`: `sluice estimate`, the batching estimator.
 //!
 //! This binary is the only place that uses `anyhow`; the libraries return typed errors.
 
+mod compact;
 mod config;
 mod estimate;
 mod lab;
@@ -38,6 +41,8 @@ struct Cli {
 enum Command {
     /// Take inserts over HTTP and land them in large parts (the lake in ./sluice-data by default).
     Serve(serve::ServeArgs),
+    /// Merge the lake's small files into large ones now, in the foreground (safe while serving).
+    Compact(compact::CompactArgs),
     /// Run N concurrent producers against a sluice server and report rows/s and latency.
     Load(load::LoadArgs),
     /// The seeds' experiments and sluice's own: layouts, merge-sim, knee, crash, acks.
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
+            Command::Compact(args) => compact::run(args).await,
             Command::Load(args) => load::run(args).await,
             Command::Lab(command) => lab::run(command).await,
             Command::Estimate(args) => estimate::run(args),

@@ -52,7 +52,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     };
     let metrics = sluice_server::metrics::install();
 
-    let sinks = build_sinks(&settings).await?;
+    let (lake, sinks) = build_sinks(&settings).await?;
     let sink = |name: &str| -> Result<Arc<dyn sluice_core::Sink>> {
         sinks
             .get(name)
@@ -88,11 +88,27 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         settings.data_dir.display()
     );
 
+    // The lake's compactor runs until the server stops taking inserts.
+    let (stop_compactor, compactor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let compactor = settings.compaction.interval.map(|interval| {
+        let policy = settings.compaction.policy;
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = compactor_stopped.await;
+            };
+            lake.run_compactor(policy, interval, stop).await;
+        })
+    });
+
     let state =
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
     sluice_server::serve(listener, state, tls, shutdown)
         .await
         .context("the HTTP server failed")?;
+    let _ = stop_compactor.send(());
+    if let Some(compactor) = compactor {
+        let _ = compactor.await;
+    }
 
     tracing::info!("no longer accepting; flushing what is buffered");
     let report = pipeline.shutdown().await;
@@ -112,13 +128,14 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens every sink the settings name: the lake, and each `[sinks.NAME]`.
-async fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn sluice_core::Sink>>> {
+/// Every sink the settings name, by name: the lake (also returned as itself, for its
+/// compactor), and each `[sinks.NAME]`.
+async fn build_sinks(
+    settings: &Settings,
+) -> Result<(LakeSink, HashMap<String, Arc<dyn sluice_core::Sink>>)> {
     let mut sinks: HashMap<String, Arc<dyn sluice_core::Sink>> = HashMap::new();
-    sinks.insert(
-        LAKE_SINK.to_owned(),
-        Arc::new(LakeSink::new(settings.lake.clone())?),
-    );
+    let lake = LakeSink::new(settings.lake.clone())?;
+    sinks.insert(LAKE_SINK.to_owned(), Arc::new(lake.clone()));
     for (name, spec) in &settings.sinks {
         let sink: Arc<dyn sluice_core::Sink> = match spec {
             SinkSpec::Sqlite(config) => {
@@ -141,12 +158,16 @@ async fn build_sinks(settings: &Settings) -> Result<HashMap<String, Arc<dyn slui
         };
         sinks.insert(name.clone(), sink);
     }
-    Ok(sinks)
+    Ok((lake, sinks))
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Logs to stderr, `info` unless `RUST_LOG` says otherwise. deltalake-core reports every commit
+/// retried after another writer's commit as a warning; with several writers on one table that
+/// is routine, so only its errors show by default.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,deltalake_core::kernel::transaction=error")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

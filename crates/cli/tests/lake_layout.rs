@@ -1,6 +1,7 @@
-//! The lake's parts: hive-style partition folders, the partition column left out of the files,
-//! rows sorted by the sort key, zstd, column statistics, the flush identity in the footer, no
-//! temporary files left behind. Plus the operator's view: metrics, tables, health.
+//! The lake's parts: a Delta table an independent reader reads, hive-style partition folders,
+//! the partition column left out of the files, rows sorted by the sort key, zstd, column
+//! statistics, the flush identity in the footer, no temporary files left behind. Plus the
+//! operator's view: metrics, tables, health.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -59,8 +60,21 @@ async fn parts_are_partitioned_sorted_compressed_and_described() {
     folders.sort();
     assert_eq!(
         folders,
-        ["_sluice", "service=a%2Fb%20c", "service=api", "service=web"]
+        [
+            "_delta_log",
+            "_sluice",
+            "service=a%2Fb%20c",
+            "service=api",
+            "service=web"
+        ]
     );
+    // An independent Delta reader sees every row, with the partition values put back (the
+    // escaped folder name included).
+    let read = common::delta_read(&table, "service");
+    assert_eq!(read["rows"], 300, "{read}");
+    for service in ["api", "web", "a/b c"] {
+        assert_eq!(read["counts"][service], 100, "{read}");
+    }
 
     let files = parts(&server.data_dir, "events");
     assert_eq!(files.len(), 3, "one part per partition: {files:?}");

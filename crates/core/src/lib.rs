@@ -12,11 +12,13 @@
 //! - [`batcher`]: the per-(table, partition) state machine; time is passed in.
 //! - [`sink`]: the contract every store implements, and the catalog of table definitions.
 //! - [`retry`]: capped exponential backoff with jitter, as arithmetic.
+//! - [`compaction`]: which parts of a partition to merge (size-tiered), as arithmetic.
 //!
 //! Architecture invariant: this crate does no I/O and knows no tokio. Everything here is
 //! deterministic given its inputs, which is what makes it testable with controlled time.
 
 pub mod batcher;
+pub mod compaction;
 pub mod decode;
 pub mod error;
 pub mod name;

@@ -1,5 +1,6 @@
-//! Reading back what sluice wrote: the `id` of every row of a table's parts, with how often
-//! each appears, so a test or the crash lab can say "exactly once".
+//! Reading back what sluice wrote: the `id` of every row of a table's live files (as its Delta
+//! log lists them), with how often each appears, so a test or the crash lab can say "exactly
+//! once".
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -9,37 +10,18 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// Every part file of `table` under `data_dir` (recursively), sorted.
-pub fn part_files(data_dir: &Path, table: &str) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![data_dir.join(table)];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        for entry in entries {
-            let path = entry?.path();
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if path.is_dir() && !name.starts_with('_') {
-                stack.push(path);
-            } else if name.starts_with("part-") && name.ends_with(".parquet") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
+/// The data files of `table` under `data_dir` that its Delta log holds now, sorted. Files no
+/// commit references (an interrupted flush) are not rows of the table and are left out.
+pub fn part_files(data_dir: &Path, table: &str) -> Result<Vec<PathBuf>, String> {
+    let files = sluice_sinks::lake::live_files_blocking(&data_dir.join(table))
+        .map_err(|e| e.to_string())?;
+    Ok(files.into_iter().map(|file| file.path).collect())
 }
 
 /// How often each `id` appears in the parts of `table`.
 pub fn id_counts(data_dir: &Path, table: &str) -> Result<HashMap<i64, usize>, String> {
     let mut counts = HashMap::new();
-    for path in part_files(data_dir, table).map_err(|e| e.to_string())? {
+    for path in part_files(data_dir, table)? {
         let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(file)
             .and_then(|b| b.build())

@@ -103,16 +103,9 @@ async fn wait_for(done: impl Fn() -> bool) {
 
 fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
     let mut counts = HashMap::new();
-    for entry in std::fs::read_dir(dir.join("t")).unwrap() {
-        let path = entry.unwrap().path();
-        if !path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("part-")
-        {
-            continue;
-        }
+    // The files the table's Delta log holds: a file no commit references is not in the table.
+    for file in sluice_sinks::lake::live_files_blocking(&dir.join("t")).unwrap() {
+        let path = file.path;
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
             .unwrap()
             .build()

@@ -78,17 +78,9 @@ fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
 
 fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
     let mut counts = HashMap::new();
-    let partition = dir.join("t").join("service=a");
-    for entry in std::fs::read_dir(partition).unwrap() {
-        let path = entry.unwrap().path();
-        if !path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("part-")
-        {
-            continue;
-        }
+    // The files the table's Delta log holds: a file no commit references is not in the table.
+    for file in sluice_sinks::lake::live_files_blocking(&dir.join("t")).unwrap() {
+        let path = file.path;
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
             .unwrap()
             .build()
@@ -108,16 +100,9 @@ fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
 }
 
 fn part_count(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("t").join("service=a"))
+    sluice_sinks::lake::live_files_blocking(&dir.join("t"))
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("part-")
-        })
-        .count()
+        .len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

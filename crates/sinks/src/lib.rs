@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //!
-//! - [`lake`]: the embedded default, Parquet parts in a folder tree (`DATA_DIR/<table>/...`).
+//! - [`lake`]: the embedded default, Delta Lake tables of Parquet files (`DATA_DIR/<table>/...`).
 //! - [`sqlite`]: one transaction per flush with a ledger row, exactly once.
 //! - [`postgres`]: binary COPY in a transaction with the same ledger, exactly once.
 //! - [`clickhouse`]: `INSERT ... FORMAT JSONEachRow` over HTTP, paced by the part count; at least

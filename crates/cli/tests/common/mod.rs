@@ -117,6 +117,49 @@ impl Server {
     }
 }
 
+/// The Python interpreter that has the `deltalake` package: `SLUICE_PYTHON` (scripts/test.sh
+/// sets it after scripts/services/install.sh made it), else the virtualenv install.sh makes.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("SLUICE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyreader/bin/python")
+        });
+    assert!(
+        path.exists(),
+        "no Python Delta reader at {}: run scripts/services/install.sh (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// Reads the Delta table in `dir` with an independent reader, the Python `deltalake` package
+/// (delta-rs): `{"rows": N, "version": V, "counts": {value of column: count}}` (null counts
+/// under `"None"`).
+pub fn delta_read(dir: &Path, column: &str) -> serde_json::Value {
+    const SCRIPT: &str = r#"
+import collections, json, sys
+from deltalake import DeltaTable
+table = DeltaTable(sys.argv[1])
+rows = table.to_pyarrow_table()
+counts = collections.Counter(str(v) for v in rows.column(sys.argv[2]).to_pylist())
+print(json.dumps({"rows": rows.num_rows, "version": table.version(), "counts": counts}))
+"#;
+    let output = std::process::Command::new(python())
+        .args(["-c", SCRIPT])
+        .arg(dir)
+        .arg(column)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the Python reader failed on {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Every part file of `table`, sorted.
 pub fn parts(data_dir: &Path, table: &str) -> Vec<PathBuf> {
     sluice_lab::verify::part_files(data_dir, table).unwrap()

@@ -1,40 +1,64 @@
-//! The lake: Parquet parts in a folder tree, the embedded default.
+//! The lake: Delta Lake tables of Parquet files, the embedded default.
 //!
 //! ```text
-//! DATA_DIR/
-//!   events/                          one folder per table
-//!     _sluice/table.json             the table's layout (catalog)
+//! LAKE ROOT (the data directory unless [lake] root says otherwise)/
+//!   events/                          one Delta table per sluice table
+//!     _delta_log/                    the table's log: one JSON entry per commit, checkpoints
+//!     _sluice/table.json             the table's layout (catalog; skipped by readers)
 //!     service=api/                   one folder per partition value (hive style)
 //!       part-<first>-<last>-<uuid v7>.parquet
 //!                                    one file per flush: zstd, statistics, sorted by the sort key;
 //!                                    <first>-<last> is the range of insert sequence numbers in it
-//!   logs/                            an unpartitioned table keeps its parts at the top
-//!     part-<first>-<last>-<uuid v7>.parquet
+//!   logs/                            an unpartitioned table keeps its files at the top
+//! DATA DIR/_sluice/writer-id         this writer's identity in the tables' logs
 //! ```
 //!
-//! Exactly once: [`sluice_core::Sink::committed`] reads the highest sequence number per partition
-//! from the part names alone. A part is renamed into place whole, so a part that exists holds all
-//! the inserts its name says; replay after a crash skips them.
+//! A flush lands in two steps: its Parquet file is written and fsynced under a temporary name
+//! and renamed into place, then one Delta commit adds it, with partition values, per-file
+//! statistics and an application transaction that names the flush (see `delta.rs`). Readers
+//! (Spark, Trino, DuckDB, Polars, the Python `deltalake` package) see a flush's rows from the
+//! commit on, all at once; a file no commit references is invisible to them.
+//!
+//! Exactly once: [`sluice_core::Sink::committed`] reads this writer's application transaction
+//! versions from the log; replay after a crash skips the flushes they cover.
 //!
 //! Partition values are percent-escaped in folder names (`a/b` becomes `a%2Fb`) and null is
-//! `__HIVE_DEFAULT_PARTITION__`, as Hive, Spark, Delta, pyarrow and DuckDB expect. As in Delta
-//! tables, a column used for partitioning by value is not repeated inside the files: readers take
-//! it from the folder name (`hive_partitioning` in DuckDB, `partitioning="hive"` in pyarrow).
+//! `__HIVE_DEFAULT_PARTITION__`, as Hive, Spark and Delta write them; the log records the values
+//! themselves. A column used for partitioning by value is not repeated inside the files.
 //!
 //! # Layout
 //!
 //! - `config.rs`: the sink's settings with their defaults.
 //! - `path.rs`: partition folder names.
-//! - `part.rs`: writing one part: temporary name, fsync, rename, fsync the folder.
-//! - `sink.rs`: the [`sluice_core::Sink`] implementation, running part writes off the async
-//!   threads.
+//! - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
+//! - `stats.rs`: per-file statistics for the log.
+//! - `part.rs`: writing one Parquet file: temporary name, fsync, rename, fsync the folder.
+//! - `delta.rs`: one table's Delta log: create, commit with the flush's identity, fsync, read
+//!   back what it holds, keep it short.
+//! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
+//!   deletion of replaced and orphaned files.
+//! - `writer.rs`: this writer's identity.
+//! - `read.rs`: the files a table's log holds now, for readers outside the sink.
+//! - `sink.rs`: the [`sluice_core::Sink`] implementation.
 
+mod compact;
 mod config;
+mod delta;
 mod part;
 mod path;
+mod read;
+mod schema;
 mod sink;
+mod stats;
+mod writer;
 
-pub use config::{DEFAULT_ZSTD_LEVEL, LakeConfig};
+pub use compact::{CompactionReport, ORPHAN_GRACE};
+pub use config::{
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_ZSTD_LEVEL,
+    LakeConfig,
+};
+pub use delta::DELTA_LOG_DIR;
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
 pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
+pub use read::{LiveFile, live_files, live_files_blocking};
 pub use sink::LakeSink;

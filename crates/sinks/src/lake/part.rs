@@ -8,17 +8,22 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::Schema;
+use arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use sluice_core::{FlushId, PartitionSpec, SinkError, TableDef};
+use sluice_core::{FlushId, SinkError, TableDef};
 
 use super::config::LakeConfig;
 use super::path::partition_dir_name;
+use super::schema::to_file_batch;
+use super::stats::file_stats;
 use crate::fsio;
+
+/// The Parquet footer key under which a compacted part records how many parts it replaced.
+pub const COMPACTED_FROM_KEY: &str = "sluice.compacted_from";
 
 /// Part file names start with this.
 pub const PART_PREFIX: &str = "part-";
@@ -40,14 +45,10 @@ pub(crate) fn part_name(first_seq: u64, last_seq: u64) -> String {
     )
 }
 
-/// The sequence range of a part file name, when it is one.
-pub(crate) fn parse_part_name(name: &str) -> Option<(u64, u64)> {
-    let rest = name.strip_prefix(PART_PREFIX)?.strip_suffix(PART_SUFFIX)?;
-    let mut fields = rest.splitn(3, '-');
-    let first = fields.next()?.parse().ok()?;
-    let last = fields.next()?.parse().ok()?;
-    fields.next()?;
-    Some((first, last))
+/// A compacted part's file name: `part-c-<uuid v7>.parquet` (its rows come from many flushes,
+/// possibly of several writers, so no sequence range describes them).
+pub(crate) fn compacted_name() -> String {
+    format!("{PART_PREFIX}c-{}{PART_SUFFIX}", uuid::Uuid::now_v7())
 }
 
 /// Whether a file name is a temporary part left by an interrupted write.
@@ -55,39 +56,74 @@ pub(crate) fn is_temporary(name: &str) -> bool {
     name.starts_with(&format!(".{PART_PREFIX}")) && name.ends_with(".tmp")
 }
 
-/// A part on disk.
+/// A part on disk, not yet in the table's log.
 #[derive(Debug)]
 pub(crate) struct WrittenPart {
+    /// Where it is.
     pub(crate) path: PathBuf,
+    /// Its path from the table's folder, `/`-separated, as written on disk (not URI-escaped).
+    pub(crate) relative: String,
+    /// Its size.
     pub(crate) bytes: u64,
+    /// Its Delta statistics.
+    pub(crate) stats: String,
 }
 
-/// Writes `batch` as one part of `table` and makes it durable.
+/// Writes `batch` as one part of `table` and makes it durable. `schema` is the table's file
+/// schema ([`super::schema::file_schema`]).
 pub(crate) fn write_part(
     config: &LakeConfig,
     table: &TableDef,
+    schema: &SchemaRef,
     id: &FlushId,
     batch: RecordBatch,
 ) -> Result<WrittenPart, SinkError> {
-    let table_dir = config.root.join(table.name().as_str());
     let key_name = table.partition().key_name();
-    let dir = match partition_dir_name(key_name.as_deref(), &id.partition) {
-        Some(name) => table_dir.join(name),
+    let folder = partition_dir_name(key_name.as_deref(), &id.partition);
+    let batch = to_file_batch(table, schema, &batch)?;
+    let name = part_name(id.first_seq, id.last_seq);
+    let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
+    write_file(config, table, folder.as_deref(), &name, &[batch], footer)
+}
+
+/// Writes `batches` (already in the table's file schema) as one file named `name` in `folder`
+/// of `table` (`None`: the table's own folder): a hidden temporary name, fsync, rename, fsync
+/// the folder. Readers (and a crash) see no file or the whole file.
+pub(crate) fn write_file(
+    config: &LakeConfig,
+    table: &TableDef,
+    folder: Option<&str>,
+    name: &str,
+    batches: &[RecordBatch],
+    footer: KeyValue,
+) -> Result<WrittenPart, SinkError> {
+    let table_dir = config.root.join(table.name().as_str());
+    let dir = match folder {
+        Some(folder) => table_dir.join(folder),
         None => table_dir,
     };
     fsio::create_dir_durably(&config.root, &dir).map_err(|e| io_error(&dir, "create", e))?;
-
-    let batch = without_partition_column(table, batch)?;
-    let name = part_name(id.first_seq, id.last_seq);
+    let schema = batches
+        .first()
+        .map(RecordBatch::schema)
+        .ok_or_else(|| SinkError::permanent(SINK, "a file needs at least one batch"))?;
     let tmp = dir.join(format!(".{name}.tmp"));
-    let path = dir.join(&name);
-    let result = write_file(config, table, id, &batch, &tmp).and_then(|bytes| {
+    let path = dir.join(name);
+    let result = write_tmp(config, table, &schema, batches, footer, &tmp).and_then(|bytes| {
         fs::rename(&tmp, &path).map_err(|e| io_error(&path, "rename", e))?;
         fsio::sync_dir(&dir).map_err(|e| io_error(&dir, "fsync", e))?;
         Ok(bytes)
     });
     match result {
-        Ok(bytes) => Ok(WrittenPart { path, bytes }),
+        Ok(bytes) => Ok(WrittenPart {
+            path,
+            relative: match folder {
+                Some(folder) => format!("{folder}/{name}"),
+                None => name.to_owned(),
+            },
+            bytes,
+            stats: file_stats(&schema, batches),
+        }),
         Err(e) => {
             let _ = fs::remove_file(&tmp);
             Err(e)
@@ -95,18 +131,21 @@ pub(crate) fn write_part(
     }
 }
 
-fn write_file(
+fn write_tmp(
     config: &LakeConfig,
     table: &TableDef,
-    id: &FlushId,
-    batch: &RecordBatch,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    footer: KeyValue,
     tmp: &Path,
 ) -> Result<u64, SinkError> {
     let mut file = File::create(tmp).map_err(|e| io_error(tmp, "create", e))?;
-    let props = properties(config, table, id, &batch.schema())?;
-    let mut writer = ArrowWriter::try_new(&mut file, batch.schema(), Some(props))
+    let props = properties(config, table, footer, schema)?;
+    let mut writer = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))
         .map_err(|e| parquet_error(tmp, e))?;
-    writer.write(batch).map_err(|e| parquet_error(tmp, e))?;
+    for batch in batches {
+        writer.write(batch).map_err(|e| parquet_error(tmp, e))?;
+    }
     writer.close().map_err(|e| parquet_error(tmp, e))?;
     file.sync_all().map_err(|e| io_error(tmp, "fsync", e))?;
     let bytes = file.metadata().map_err(|e| io_error(tmp, "stat", e))?.len();
@@ -116,7 +155,7 @@ fn write_file(
 fn properties(
     config: &LakeConfig,
     table: &TableDef,
-    id: &FlushId,
+    footer: KeyValue,
     schema: &Schema,
 ) -> Result<WriterProperties, SinkError> {
     let level = ZstdLevel::try_new(config.zstd_level).map_err(|e| {
@@ -138,29 +177,8 @@ fn properties(
         .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
         .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
         .set_sorting_columns((!sorting.is_empty()).then_some(sorting))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            FLUSH_ID_KEY.to_owned(),
-            id.to_string(),
-        )]))
+        .set_key_value_metadata(Some(vec![footer]))
         .build())
-}
-
-/// Parts of a table partitioned by a column's value leave that column out: its value is in the
-/// folder name, as in Delta and Hive tables.
-fn without_partition_column(
-    table: &TableDef,
-    batch: RecordBatch,
-) -> Result<RecordBatch, SinkError> {
-    let PartitionSpec::Column(column) = table.partition() else {
-        return Ok(batch);
-    };
-    let schema = batch.schema();
-    let keep: Vec<usize> = (0..schema.fields().len())
-        .filter(|&i| schema.field(i).name() != column)
-        .collect();
-    batch
-        .project(&keep)
-        .map_err(|e| SinkError::permanent(SINK, format!("cannot drop partition column: {e}")))
 }
 
 fn io_error(path: &Path, action: &str, e: std::io::Error) -> SinkError {
@@ -183,14 +201,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn part_names_carry_their_sequence_range() {
+    fn part_names_carry_their_sequence_range_and_temporaries_are_recognised() {
         let name = part_name(7, 1234);
         assert!(
             name.starts_with("part-00000000000000000007-00000000000000001234-"),
             "{name}"
         );
-        assert_eq!(parse_part_name(&name), Some((7, 1234)));
-        assert_eq!(parse_part_name("part-01a2.parquet"), None);
         assert!(is_temporary(&format!(".{name}.tmp")));
         assert!(!is_temporary(&name));
     }

@@ -1,0 +1,337 @@
+//! Compaction's executor: runs the merges [`CompactionPolicy`] picks, each as one Delta commit,
+//! and deletes what they replaced once no reader can need it.
+//!
+//! A merge reads its inputs (in parallel, one thread per core), sorts the rows by the table's
+//! sort key, writes one file (fsync, rename, fsync) and swaps it in with
+//! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. A merge
+//! that loses a race (another compactor got the inputs first) or fails deletes its output; the
+//! inputs stay. Inputs are deleted later by [`vacuum`], after the retention: a reader that
+//! planned its scan on the old version a moment before the swap can still read them.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use deltalake_core::kernel::Add;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::metadata::KeyValue;
+use sluice_core::compaction::{CompactionPolicy, PartSize};
+use sluice_core::{PartitionKey, SinkError, TableDef};
+use tokio::sync::Mutex;
+
+use super::config::LakeConfig;
+use super::delta::{LogFile, TableLog};
+use super::part::{COMPACTED_FROM_KEY, PART_PREFIX, PART_SUFFIX, compacted_name, write_file};
+
+const SINK: &str = "lake";
+
+/// Files no commit references (a flush interrupted between its file and its commit) are
+/// deleted once this old: long past any commit still in flight.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(60 * 60);
+
+/// What a compaction pass did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct CompactionReport {
+    /// Merges committed.
+    pub merges: u64,
+    /// Merges given up because another compactor got their inputs first.
+    pub lost_races: u64,
+    /// Files merged away.
+    pub files_in: u64,
+    /// Files written.
+    pub files_out: u64,
+    /// Bytes of the files merged away.
+    pub bytes_in: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+    /// Rows rewritten.
+    pub rows: u64,
+    /// Files deleted: replaced longer ago than the retention, or never committed.
+    pub files_deleted: u64,
+    /// Seconds the pass took.
+    pub elapsed_s: f64,
+}
+
+/// Progress of a pass, for a progress bar: input files done of the total planned.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Plans and runs one compaction pass over `table`.
+pub(crate) async fn compact(
+    config: &Arc<LakeConfig>,
+    log: &Arc<Mutex<TableLog>>,
+    table: &TableDef,
+    policy: CompactionPolicy,
+    progress: Progress<'_>,
+) -> Result<CompactionReport, SinkError> {
+    let started = Instant::now();
+    let (files, partition_of) = {
+        let mut log = log.lock().await;
+        let files = log.live_files().await?;
+        let keys: Vec<PartitionKey> = files
+            .iter()
+            .map(|f| log.partition_of(&f.partition_values))
+            .collect();
+        (files, keys)
+    };
+    let mut by_partition: BTreeMap<PartitionKey, Vec<LogFile>> = BTreeMap::new();
+    for (file, key) in files.into_iter().zip(partition_of) {
+        if is_ours(&file.relative) {
+            by_partition.entry(key).or_default().push(file);
+        }
+    }
+    let mut merges: Vec<(PartitionKey, Vec<LogFile>)> = Vec::new();
+    for (key, files) in by_partition {
+        let sizes: Vec<PartSize> = files
+            .iter()
+            .map(|f| PartSize {
+                bytes: f.bytes,
+                rows: f.rows.unwrap_or(0),
+            })
+            .collect();
+        for merge in policy.plan(&sizes) {
+            let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
+            merges.push((key.clone(), inputs));
+        }
+    }
+    merges.sort_by_key(|(_, inputs)| std::cmp::Reverse(inputs.len()));
+
+    let total: u64 = merges.iter().map(|(_, inputs)| inputs.len() as u64).sum();
+    let mut report = CompactionReport::default();
+    let mut done = 0;
+    progress(0, total);
+    for (key, inputs) in merges {
+        let config = config.clone();
+        let def = table.clone();
+        let dir = log.lock().await.dir().to_owned();
+        let reads = inputs.clone();
+        let (part, rows) = tokio::task::spawn_blocking(move || {
+            let batches = read_inputs(&dir, &reads)?;
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let batches = sorted(&def, batches)?;
+            let folder = reads[0]
+                .relative
+                .rsplit_once('/')
+                .map(|(folder, _)| folder.to_owned());
+            let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), reads.len().to_string());
+            let part = write_file(
+                &config,
+                &def,
+                folder.as_deref(),
+                &compacted_name(),
+                &batches,
+                footer,
+            )?;
+            Ok::<_, SinkError>((part, rows as u64))
+        })
+        .await
+        .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))??;
+
+        let mut log = log.lock().await;
+        let add = Add {
+            path: part.relative.clone(),
+            partition_values: inputs[0].partition_values.clone(),
+            size: i64::try_from(part.bytes).unwrap_or(i64::MAX),
+            modification_time: chrono::Utc::now().timestamp_millis(),
+            data_change: false,
+            stats: Some(part.stats.clone()),
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        };
+        match log
+            .commit_compaction(&inputs, add, policy.target_bytes)
+            .await
+        {
+            Ok(true) => {
+                report.merges += 1;
+                report.files_in += inputs.len() as u64;
+                report.files_out += 1;
+                report.bytes_in += inputs.iter().map(|f| f.bytes).sum::<u64>();
+                report.bytes_out += part.bytes;
+                report.rows += rows;
+                tracing::debug!(partition = %key, inputs = inputs.len(), bytes = part.bytes, "merged");
+            }
+            Ok(false) => {
+                report.lost_races += 1;
+                remove_quietly(&part.path);
+            }
+            Err(e) => {
+                if !log.is_uncertain() {
+                    remove_quietly(&part.path);
+                }
+                return Err(e);
+            }
+        }
+        done += inputs.len() as u64;
+        progress(done, total);
+    }
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Deletes files the table no longer references: those a compaction replaced more than
+/// `retention` ago, and those no commit ever referenced, after [`ORPHAN_GRACE`]. Returns how
+/// many it deleted.
+pub(crate) async fn vacuum(
+    log: &Arc<Mutex<TableLog>>,
+    retention: Duration,
+) -> Result<u64, SinkError> {
+    let (dir, live, removed) = {
+        let mut log = log.lock().await;
+        let live: HashSet<String> = log
+            .live_files()
+            .await?
+            .into_iter()
+            .map(|f| f.relative)
+            .collect();
+        let cutoff = chrono::Utc::now().timestamp_millis()
+            - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let removed = log.removed_before(cutoff).await?;
+        (log.dir().to_owned(), live, removed)
+    };
+    tokio::task::spawn_blocking(move || {
+        let mut deleted = 0;
+        for relative in removed {
+            if !live.contains(&relative) && delete(&dir.join(&relative)) {
+                deleted += 1;
+            }
+        }
+        let now = SystemTime::now();
+        for (relative, path) in data_files(&dir) {
+            if live.contains(&relative) {
+                continue;
+            }
+            let old = fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| now.duration_since(at).ok())
+                .is_some_and(|age| age > ORPHAN_GRACE);
+            if old && delete(&path) {
+                deleted += 1;
+            }
+        }
+        deleted
+    })
+    .await
+    .map_err(|e| SinkError::retriable(SINK, format!("vacuum task failed: {e}")))
+}
+
+/// Whether sluice wrote this file. Compaction rewrites only its own files, whose paths it knows
+/// to round-trip through the log's URI escaping, so a removal names a file exactly as its
+/// addition did.
+fn is_ours(relative: &str) -> bool {
+    let name = relative.rsplit('/').next().unwrap_or(relative);
+    name.starts_with(PART_PREFIX) && name.ends_with(PART_SUFFIX)
+}
+
+/// Reads every input file, spreading them over one thread per core.
+fn read_inputs(dir: &Path, inputs: &[LogFile]) -> Result<Vec<RecordBatch>, SinkError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(inputs.len().max(1));
+    let chunk = inputs.len().div_ceil(threads).max(1);
+    let results: Vec<Result<Vec<RecordBatch>, SinkError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = inputs
+            .chunks(chunk)
+            .map(|files| {
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for file in files {
+                        out.extend(read_file(&dir.join(&file.relative))?);
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SinkError::retriable(SINK, "a compaction reader panicked"))
+                })
+            })
+            .collect()
+    });
+    let mut batches = Vec::new();
+    for result in results {
+        batches.extend(result?);
+    }
+    Ok(batches)
+}
+
+fn read_file(path: &Path) -> Result<Vec<RecordBatch>, SinkError> {
+    let failed = |e: &dyn std::fmt::Display| {
+        SinkError::retriable(SINK, format!("cannot read {}: {e}", path.display()))
+    };
+    let file = File::open(path).map_err(|e| failed(&e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(64 * 1024).build())
+        .map_err(|e| failed(&e))?;
+    reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(&e))
+}
+
+/// The merged rows in the table's sort order (inputs are sorted runs; their concatenation is
+/// not). A table without a sort key keeps the input order and is not copied.
+fn sorted(table: &TableDef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, SinkError> {
+    if table.sort_by().is_empty() || batches.len() < 2 {
+        return Ok(batches);
+    }
+    let schema = batches[0].schema();
+    let all = concat_batches(&schema, &batches)
+        .map_err(|e| SinkError::permanent(SINK, format!("cannot merge batches: {e}")))?;
+    drop(batches);
+    let sorted = table
+        .sort(all)
+        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
+    Ok(vec![sorted])
+}
+
+/// Every data file under a table's folder (not in `_`-folders), by path from the folder.
+fn data_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(String::new(), dir.to_owned())];
+    while let Some((prefix, folder)) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && !name.starts_with('_') {
+                stack.push((relative, entry.path()));
+            } else if !is_dir && name.starts_with(PART_PREFIX) && name.ends_with(PART_SUFFIX) {
+                out.push((relative, entry.path()));
+            }
+        }
+    }
+    out
+}
+
+fn delete(path: &Path) -> bool {
+    match fs::remove_file(path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot delete a replaced file");
+            false
+        }
+    }
+}
+
+fn remove_quietly(path: &Path) {
+    let _ = fs::remove_file(path);
+}

@@ -1,0 +1,506 @@
+//! A lake table's Delta log: create or open it, commit a flush's file with the flush's identity,
+//! read back which flushes it holds, and make each commit durable.
+//!
+//! # Exactly once
+//!
+//! Each commit carries a Delta application transaction (`txn`): app id
+//! `sluice/<writer>/<partition>` and version = the flush's last insert sequence number. A
+//! writer is one sluice data directory (its write-ahead log numbers the inserts); several
+//! writers can share a table, each with its own app ids. After a crash, the versions of this
+//! writer's app ids say what the table already holds, and replay skips it. A commit whose
+//! outcome is unknown (an error after the log entry may have been written) is checked against
+//! the log before it is tried again.
+//!
+//! # Durability
+//!
+//! The local object store never fsyncs, so after each commit the new log entry (and a
+//! checkpoint, when one was made) and the `_delta_log` folder are fsynced here before the flush
+//! counts as landed.
+//!
+//! # Log size
+//!
+//! Every commit lists `_delta_log`, so its length is kept short: a checkpoint every
+//! `checkpoint_interval` commits, and after each checkpoint the entries older than
+//! `log_retention` are removed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use deltalake_core::checkpoints::cleanup_expired_logs_for;
+use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
+use deltalake_core::kernel::{Action, Add, Remove, StructField, Transaction};
+use deltalake_core::logstore::LogStoreRef;
+use deltalake_core::operations::create::CreateBuilder;
+use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::table::state::DeltaTableState;
+use deltalake_core::{DeltaTableBuilder, DeltaTableError, TableProperty};
+use sluice_core::{PartitionKey, SinkError, TableDef};
+use url::Url;
+
+use super::config::LakeConfig;
+use super::schema::delta_columns;
+use crate::{fsio, ledger};
+
+const SINK: &str = "lake";
+
+/// The folder of a Delta table's log.
+pub const DELTA_LOG_DIR: &str = "_delta_log";
+
+/// One table's log, as this process last saw it.
+pub(crate) struct TableLog {
+    dir: PathBuf,
+    log_store: LogStoreRef,
+    state: DeltaTableState,
+    partition_columns: Vec<String>,
+    log_retention: Duration,
+    /// Set when a commit failed in a way that may have written it anyway.
+    uncertain: bool,
+}
+
+impl TableLog {
+    /// Opens the table's log, creating the table when its folder has none. An existing table
+    /// must have the columns `table` describes.
+    pub(crate) async fn open(
+        config: &LakeConfig,
+        dir: &Path,
+        table: &TableDef,
+    ) -> Result<Self, SinkError> {
+        let url = table_url(dir)?;
+        let (fields, partition_columns) = delta_columns(table);
+        let mut delta = DeltaTableBuilder::from_url(url.clone())
+            .and_then(|b| b.build())
+            .map_err(|e| delta_error(dir, "open", e))?;
+        let exists = delta
+            .verify_deltatable_existence()
+            .await
+            .map_err(|e| delta_error(dir, "open", e))?;
+        if exists {
+            delta
+                .load()
+                .await
+                .map_err(|e| delta_error(dir, "load", e))?;
+        } else {
+            let created = CreateBuilder::new()
+                .with_location(url.as_str())
+                .with_table_name(table.name().as_str())
+                .with_columns(fields.clone())
+                .with_partition_columns(partition_columns.clone())
+                .with_configuration_property(
+                    TableProperty::CheckpointInterval,
+                    Some(config.checkpoint_interval.to_string()),
+                )
+                .with_configuration_property(
+                    TableProperty::LogRetentionDuration,
+                    Some(format!(
+                        "interval {} seconds",
+                        config.log_retention.as_secs()
+                    )),
+                )
+                .with_configuration_property(
+                    TableProperty::DeletedFileRetentionDuration,
+                    Some(format!(
+                        "interval {} seconds",
+                        (config.file_retention * 2)
+                            .max(super::compact::ORPHAN_GRACE)
+                            .as_secs()
+                    )),
+                )
+                .with_save_mode(SaveMode::Ignore)
+                .await;
+            delta = match created {
+                Ok(created) => created,
+                // Another writer created it first.
+                Err(_) if delta.verify_deltatable_existence().await.unwrap_or(false) => {
+                    delta
+                        .load()
+                        .await
+                        .map_err(|e| delta_error(dir, "load", e))?;
+                    delta
+                }
+                Err(e) => return Err(delta_error(dir, "create", e)),
+            };
+            let log_dir = dir.join(DELTA_LOG_DIR);
+            sync_log(&log_dir, &[commit_file(0)])
+                .and_then(|()| fsio::sync_dir(dir))
+                .map_err(|e| io_error(&log_dir, e))?;
+        }
+        let state = delta
+            .snapshot()
+            .map_err(|e| delta_error(dir, "load", e))?
+            .clone();
+        check_columns(dir, &state, &fields, &partition_columns)?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            log_store: delta.log_store(),
+            state,
+            partition_columns,
+            log_retention: config.log_retention,
+            uncertain: false,
+        })
+    }
+
+    /// Whether the last commit failed in a way that may have written it anyway.
+    pub(crate) fn is_uncertain(&self) -> bool {
+        self.uncertain
+    }
+
+    /// The partition columns, in log order.
+    pub(crate) fn partition_columns(&self) -> &[String] {
+        &self.partition_columns
+    }
+
+    /// The highest sequence number `writer` has committed, per partition.
+    pub(crate) async fn watermarks(
+        &mut self,
+        writer: &str,
+    ) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
+        self.refresh().await?;
+        let mut partitions: BTreeMap<PartitionKey, ()> = BTreeMap::new();
+        for file in self.state.log_data().iter() {
+            partitions.insert(self.partition_of(&file.partition_values_map()), ());
+        }
+        let mut out = Vec::new();
+        for key in partitions.into_keys() {
+            if let Some(version) = self.version_of(&app_id(writer, &key)).await? {
+                out.push((key, version));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits one flush's file, unless the log already holds the flush. Returns whether it
+    /// committed.
+    pub(crate) async fn commit_flush(
+        &mut self,
+        writer: &str,
+        partition: &PartitionKey,
+        last_seq: u64,
+        add: Add,
+    ) -> Result<bool, SinkError> {
+        let app = app_id(writer, partition);
+        if self.uncertain {
+            self.refresh().await?;
+            if self.version_of(&app).await?.is_some_and(|v| v >= last_seq) {
+                self.uncertain = false;
+                return Ok(false);
+            }
+        }
+        let version = i64::try_from(last_seq).map_err(|_| {
+            SinkError::permanent(SINK, format!("sequence number {last_seq} is out of range"))
+        })?;
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(app, version))
+            .with_cleanup_expired_logs(Some(false));
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: (!self.partition_columns.is_empty())
+                .then(|| self.partition_columns.clone()),
+            predicate: None,
+        };
+        self.commit(properties, vec![Action::Add(add)], operation)
+            .await?;
+        Ok(true)
+    }
+
+    async fn commit(
+        &mut self,
+        properties: CommitProperties,
+        actions: Vec<Action>,
+        operation: DeltaOperation,
+    ) -> Result<(), SinkError> {
+        let result = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(&self.state), self.log_store.clone(), operation)
+            .await;
+        let finalized = match result {
+            Ok(finalized) => finalized,
+            Err(e) => {
+                // A conflict means the entry was not written; anything else may have been.
+                self.uncertain = !matches!(
+                    &e,
+                    DeltaTableError::Transaction {
+                        source: TransactionError::CommitConflict(_)
+                    }
+                );
+                return Err(delta_error(&self.dir, "commit to", e));
+            }
+        };
+        self.uncertain = false;
+        let version = finalized.version();
+        let checkpoint = finalized.metrics.new_checkpoint_created;
+        self.state = finalized.snapshot();
+        let log_dir = self.dir.join(DELTA_LOG_DIR);
+        let mut files = vec![commit_file(version)];
+        if checkpoint {
+            files.push(format!("{version:020}.checkpoint.parquet"));
+            files.push("_last_checkpoint".to_owned());
+        }
+        sync_log(&log_dir, &files).map_err(|e| {
+            self.uncertain = true;
+            io_error(&log_dir, e)
+        })?;
+        if checkpoint {
+            self.clean_log(version).await;
+        }
+        Ok(())
+    }
+
+    /// Removes log entries older than the retention that the newest checkpoint covers. A
+    /// failure only leaves the log longer; it is logged, not returned.
+    async fn clean_log(&self, version: u64) {
+        let cutoff = chrono::Utc::now().timestamp_millis()
+            - i64::try_from(self.log_retention.as_millis()).unwrap_or(i64::MAX);
+        match cleanup_expired_logs_for(version, self.log_store.as_ref(), cutoff, None).await {
+            Ok(removed) => {
+                tracing::debug!(dir = %self.dir.display(), removed, "old log entries removed");
+            }
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot clean the Delta log");
+            }
+        }
+    }
+
+    /// The files the table holds, as of the newest version.
+    pub(crate) async fn live_files(&mut self) -> Result<Vec<LogFile>, SinkError> {
+        self.refresh().await?;
+        Ok(self
+            .state
+            .log_data()
+            .iter()
+            .map(|file| LogFile {
+                relative: file.path().into_owned(),
+                bytes: u64::try_from(file.size()).unwrap_or(0),
+                rows: file.num_records().map(|n| n as u64),
+                partition_values: file.partition_values_map(),
+            })
+            .collect())
+    }
+
+    /// Swaps `inputs` for `output` in one commit that changes no data (`dataChange=false`), so
+    /// readers see the old files or the new one, never both. Returns `false` (and commits
+    /// nothing) when an input is no longer live: another compaction got there first.
+    ///
+    /// Hazard: deltalake-core's conflict checker ignores `dataChange=false` removals, so two
+    /// compactions of the same files would both commit. Every compaction commit therefore also
+    /// moves the table's compactor transaction (`sluice/compactor`) one version up: of two
+    /// racers that read the same version, the second conflicts and is refused.
+    pub(crate) async fn commit_compaction(
+        &mut self,
+        inputs: &[LogFile],
+        output: Add,
+        target_bytes: u64,
+    ) -> Result<bool, SinkError> {
+        self.refresh().await?;
+        let live: std::collections::HashSet<String> = self
+            .state
+            .log_data()
+            .iter()
+            .map(|file| file.path().into_owned())
+            .collect();
+        if inputs.iter().any(|input| !live.contains(&input.relative)) {
+            return Ok(false);
+        }
+        let guard = self.version_of(COMPACTOR_APP).await?.unwrap_or(0);
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut actions: Vec<Action> = inputs
+            .iter()
+            .map(|input| {
+                Action::Remove(Remove {
+                    path: input.relative.clone(),
+                    data_change: false,
+                    deletion_timestamp: Some(now),
+                    extended_file_metadata: Some(true),
+                    partition_values: Some(input.partition_values.clone()),
+                    size: i64::try_from(input.bytes).ok(),
+                    tags: None,
+                    deletion_vector: None,
+                    base_row_id: None,
+                    default_row_commit_version: None,
+                })
+            })
+            .collect();
+        actions.push(Action::Add(output));
+        let properties = CommitProperties::default()
+            .with_application_transaction(Transaction::new(
+                COMPACTOR_APP,
+                i64::try_from(guard + 1).unwrap_or(i64::MAX),
+            ))
+            .with_cleanup_expired_logs(Some(false));
+        let operation = DeltaOperation::Optimize {
+            predicate: None,
+            target_size: i64::try_from(target_bytes).unwrap_or(i64::MAX),
+        };
+        self.commit(properties, actions, operation).await?;
+        Ok(true)
+    }
+
+    /// Files removed from the table before `cutoff_ms` (milliseconds since the epoch): no
+    /// reader that started within the retention can still need them.
+    pub(crate) async fn removed_before(&self, cutoff_ms: i64) -> Result<Vec<String>, SinkError> {
+        use futures_util::TryStreamExt;
+        let tombstones: Vec<_> = self
+            .state
+            .all_tombstones(self.log_store.as_ref())
+            .try_collect()
+            .await
+            .map_err(|e| delta_error(&self.dir, "read", e))?;
+        Ok(tombstones
+            .iter()
+            .filter(|t| t.deletion_timestamp().is_some_and(|at| at < cutoff_ms))
+            .map(|t| t.path().into_owned())
+            .collect())
+    }
+
+    /// The table's folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    async fn refresh(&mut self) -> Result<(), SinkError> {
+        self.state
+            .update(self.log_store.as_ref(), None)
+            .await
+            .map_err(|e| delta_error(&self.dir, "load", e))
+    }
+
+    async fn version_of(&self, app: &str) -> Result<Option<u64>, SinkError> {
+        let version = self
+            .state
+            .transaction_version(self.log_store.as_ref(), app)
+            .await
+            .map_err(|e| delta_error(&self.dir, "read", e))?;
+        Ok(version.and_then(|v| u64::try_from(v).ok()))
+    }
+
+    /// The partition a file's partition values stand for.
+    pub(crate) fn partition_of(&self, values: &HashMap<String, Option<String>>) -> PartitionKey {
+        match self.partition_columns.first() {
+            None => PartitionKey::Whole,
+            Some(column) => match values.get(column) {
+                Some(Some(value)) => PartitionKey::Value(value.clone()),
+                _ => PartitionKey::Null,
+            },
+        }
+    }
+}
+
+/// A file of the table as the log describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct LogFile {
+    /// Its path from the table's folder (URI-decoded).
+    pub(crate) relative: String,
+    /// Its size.
+    pub(crate) bytes: u64,
+    /// Its rows, when its statistics say.
+    pub(crate) rows: Option<u64>,
+    /// Its partition values.
+    pub(crate) partition_values: HashMap<String, Option<String>>,
+}
+
+/// The application id that guards compaction commits.
+const COMPACTOR_APP: &str = "sluice/compactor";
+
+/// The partition values of a file of `partition`, as the log records them.
+pub(crate) fn partition_values(
+    columns: &[String],
+    partition: &PartitionKey,
+) -> HashMap<String, Option<String>> {
+    columns
+        .iter()
+        .map(|column| {
+            let value = match partition {
+                PartitionKey::Value(v) => Some(v.clone()),
+                PartitionKey::Null | PartitionKey::Whole => None,
+            };
+            (column.clone(), value)
+        })
+        .collect()
+}
+
+/// The application transaction id of `writer`'s flushes into `partition`.
+pub(crate) fn app_id(writer: &str, partition: &PartitionKey) -> String {
+    format!("sluice/{writer}/{}", ledger::key(partition))
+}
+
+/// A table folder as the URL deltalake-core takes.
+pub(crate) fn table_url(dir: &Path) -> Result<Url, SinkError> {
+    let absolute = std::path::absolute(dir).map_err(|e| io_error(dir, e))?;
+    Url::from_directory_path(&absolute).map_err(|()| {
+        SinkError::permanent(
+            SINK,
+            format!("{} cannot be a table location", absolute.display()),
+        )
+    })
+}
+
+fn commit_file(version: u64) -> String {
+    format!("{version:020}.json")
+}
+
+/// Fsyncs `files` in the log folder (those that exist), then the folder.
+fn sync_log(log_dir: &Path, files: &[String]) -> std::io::Result<()> {
+    for name in files {
+        match std::fs::File::open(log_dir.join(name)) {
+            Ok(file) => file.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    fsio::sync_dir(log_dir)
+}
+
+/// Refuses a table whose log describes other columns than sluice's layout: writing would make
+/// files its readers cannot read.
+fn check_columns(
+    dir: &Path,
+    state: &DeltaTableState,
+    fields: &[StructField],
+    partition_columns: &[String],
+) -> Result<(), SinkError> {
+    let schema = state.schema();
+    let mismatch = |what: String| {
+        SinkError::permanent(
+            SINK,
+            format!(
+                "the Delta table at {} does not match the table's layout: {what}",
+                dir.display()
+            ),
+        )
+    };
+    for field in fields {
+        match schema.field(field.name()) {
+            None => return Err(mismatch(format!("it has no column '{}'", field.name()))),
+            Some(existing) if existing.data_type() != field.data_type() => {
+                return Err(mismatch(format!(
+                    "column '{}' is {} there, {} here",
+                    field.name(),
+                    existing.data_type(),
+                    field.data_type()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let existing: Vec<String> = state.metadata().partition_columns().to_vec();
+    if existing != partition_columns {
+        return Err(mismatch(format!(
+            "it is partitioned by {existing:?}, the layout says {partition_columns:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn delta_error(dir: &Path, action: &str, e: DeltaTableError) -> SinkError {
+    // Conflicts, I/O and object store failures pass; the log itself decides nothing permanent
+    // about a batch, and a stalled table shows in /health.
+    SinkError::retriable(
+        SINK,
+        format!("cannot {action} the Delta log of {}: {e}", dir.display()),
+    )
+    .with_source(e)
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> SinkError {
+    SinkError::retriable(SINK, format!("cannot sync {}: {e}", path.display())).with_source(e)
+}

@@ -1,0 +1,78 @@
+//! Reading a lake table's current state from outside the sink: the files its log holds now.
+//! For `sluice parts`, the lab's exactly-once checks and tests; a reader never lists folders,
+//! which also hold files no commit references (an interrupted flush, a compaction's inputs
+//! awaiting deletion).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use deltalake_core::{DeltaTableBuilder, DeltaTableError};
+use sluice_core::SinkError;
+
+use super::delta::{DELTA_LOG_DIR, table_url};
+
+const SINK: &str = "lake";
+
+/// One data file of a table, as its log describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    /// Where the file is.
+    pub path: PathBuf,
+    /// Its partition values, by partition column (`None`: null).
+    pub partition_values: HashMap<String, Option<String>>,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its row count, when its statistics say.
+    pub rows: Option<u64>,
+}
+
+/// The files the Delta table in `dir` holds at its newest version; none when `dir` holds no
+/// Delta table.
+pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
+    if !dir.join(DELTA_LOG_DIR).is_dir() {
+        return Ok(Vec::new());
+    }
+    let failed = |e: DeltaTableError| {
+        SinkError::retriable(
+            SINK,
+            format!("cannot read the Delta log of {}: {e}", dir.display()),
+        )
+    };
+    let table = DeltaTableBuilder::from_url(table_url(dir)?)
+        .map_err(failed)?
+        .load()
+        .await
+        .map_err(failed)?;
+    let state = table.snapshot().map_err(failed)?;
+    let mut files: Vec<LiveFile> = state
+        .log_data()
+        .iter()
+        .map(|file| LiveFile {
+            path: dir.join(file.path().as_ref()),
+            partition_values: file.partition_values_map(),
+            bytes: u64::try_from(file.size()).unwrap_or(0),
+            rows: file.num_records().map(|n| n as u64),
+        })
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// [`live_files`] for callers without an async runtime (or inside one they may not block):
+/// runs on a thread of its own.
+pub fn live_files_blocking(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        SinkError::retriable(SINK, format!("cannot start a runtime: {e}"))
+                    })?
+                    .block_on(live_files(dir))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(SinkError::retriable(SINK, "the log reader panicked")))
+    })
+}

@@ -1,0 +1,181 @@
+//! A table's Delta schema, and the cast of a flush's batch to the columns its files store.
+//!
+//! Delta has no unsigned integers, so each unsigned column is stored one size up (`uint8` as
+//! Delta `short`, `uint16` as `integer`, `uint32` as `long`) and `uint64` as `decimal(20,0)`:
+//! no value changes. Timestamps are Delta `timestamp` (microseconds, UTC). Partition columns
+//! live in the log, not in the files: a `day(ts)`/`hour(ts)` table gets a derived partition
+//! column (`ts_day` as `date`, `ts_hour` as `string`).
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use deltalake_core::kernel::{DataType as DeltaType, StructField};
+use sluice_core::{ColumnType, PartitionSpec, SinkError, TableDef};
+
+const SINK: &str = "lake";
+
+/// The time zone Delta readers expect on timestamp columns.
+const DELTA_TZ: &str = "UTC";
+
+/// The Delta type a column is stored as.
+pub(crate) fn delta_type(ty: ColumnType) -> DeltaType {
+    match ty {
+        ColumnType::Bool => DeltaType::BOOLEAN,
+        ColumnType::Int8 => DeltaType::BYTE,
+        ColumnType::Int16 | ColumnType::UInt8 => DeltaType::SHORT,
+        ColumnType::Int32 | ColumnType::UInt16 => DeltaType::INTEGER,
+        ColumnType::Int64 | ColumnType::UInt32 => DeltaType::LONG,
+        ColumnType::UInt64 => DeltaType::decimal(20, 0).unwrap_or(DeltaType::STRING),
+        ColumnType::Float32 => DeltaType::FLOAT,
+        ColumnType::Float64 => DeltaType::DOUBLE,
+        ColumnType::Date => DeltaType::DATE,
+        ColumnType::Timestamp => DeltaType::TIMESTAMP,
+        // `ColumnType` is non-exhaustive; every type sluice has today is above.
+        _ => DeltaType::STRING,
+    }
+}
+
+/// The Arrow type of a column inside a data file, matching [`delta_type`].
+pub(crate) fn file_arrow_type(ty: ColumnType) -> DataType {
+    match ty {
+        ColumnType::UInt8 => DataType::Int16,
+        ColumnType::UInt16 => DataType::Int32,
+        ColumnType::UInt32 => DataType::Int64,
+        ColumnType::UInt64 => DataType::Decimal128(20, 0),
+        ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some(DELTA_TZ.into())),
+        other => other.arrow_type(),
+    }
+}
+
+/// The Delta table's columns, in order, and its partition columns.
+pub(crate) fn delta_columns(table: &TableDef) -> (Vec<StructField>, Vec<String>) {
+    let mut fields: Vec<StructField> = table
+        .schema()
+        .columns()
+        .iter()
+        .map(|c| StructField::new(c.name.clone(), delta_type(c.ty), c.nullable))
+        .collect();
+    let partition_columns = match (table.partition(), table.partition().key_name()) {
+        (PartitionSpec::Column(c), _) => vec![c.clone()],
+        (PartitionSpec::Day(_) | PartitionSpec::Hour(_), Some(key)) => {
+            let ty = table.partition_key_type().unwrap_or(ColumnType::String);
+            fields.push(StructField::new(key.clone(), delta_type(ty), true));
+            vec![key]
+        }
+        _ => Vec::new(),
+    };
+    (fields, partition_columns)
+}
+
+/// The schema of a data file: the table's columns without the partition column, in file types.
+pub(crate) fn file_schema(table: &TableDef) -> SchemaRef {
+    let skip = match table.partition() {
+        PartitionSpec::Column(c) => Some(c.as_str()),
+        _ => None,
+    };
+    let fields: Vec<Field> = table
+        .schema()
+        .columns()
+        .iter()
+        .filter(|c| Some(c.name.as_str()) != skip)
+        .map(|c| Field::new(c.name.clone(), file_arrow_type(c.ty), c.nullable))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// A flush's batch as its data file stores it: partition column dropped, types cast to
+/// [`file_arrow_type`]. Casts only widen, so they cannot fail on values sluice accepted.
+pub(crate) fn to_file_batch(
+    table: &TableDef,
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<RecordBatch, SinkError> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let column = batch.column_by_name(field.name()).ok_or_else(|| {
+                SinkError::permanent(
+                    SINK,
+                    format!(
+                        "table {}: the batch has no column '{}'",
+                        table.name(),
+                        field.name()
+                    ),
+                )
+            })?;
+            if column.data_type() == field.data_type() {
+                Ok(column.clone())
+            } else {
+                cast(column, field.data_type()).map_err(|e| {
+                    SinkError::permanent(
+                        SINK,
+                        format!("table {}: column '{}': {e}", table.name(), field.name()),
+                    )
+                })
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| {
+        SinkError::permanent(SINK, format!("table {}: {e}", table.name())).with_source(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{AsArray, Decimal128Array, UInt64Array};
+    use sluice_core::{Column, FlushPolicy, TableLayout, TableName};
+
+    use super::*;
+
+    fn table(partition_by: &str) -> TableDef {
+        TableDef::new(
+            TableName::new("t").unwrap(),
+            TableLayout {
+                columns: vec![
+                    Column::new("ts", ColumnType::Timestamp),
+                    Column::new("n", ColumnType::UInt64).required(),
+                    Column::new("service", ColumnType::String),
+                ],
+                partition_by: partition_by.into(),
+                sort_by: vec![],
+            },
+            FlushPolicy::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn derived_partitions_get_their_own_column() {
+        let (fields, parts) = delta_columns(&table("day(ts)"));
+        assert_eq!(parts, ["ts_day"]);
+        assert_eq!(fields.len(), 4);
+        assert_eq!(fields[3].data_type(), &DeltaType::DATE);
+        let (fields, parts) = delta_columns(&table("service"));
+        assert_eq!(parts, ["service"]);
+        assert_eq!(fields.len(), 3);
+        let schema = file_schema(&table("service"));
+        assert!(schema.field_with_name("service").is_err());
+        assert_eq!(delta_columns(&table("")).1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn uint64_keeps_every_value() {
+        let t = table("");
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::UInt64, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(UInt64Array::from(vec![0, u64::MAX]))])
+                .unwrap();
+        let file = Arc::new(Schema::new(vec![Field::new(
+            "n",
+            file_arrow_type(ColumnType::UInt64),
+            false,
+        )]));
+        let out = to_file_batch(&t, &file, &batch).unwrap();
+        let values: &Decimal128Array = out.column(0).as_primitive();
+        assert_eq!(values.value(1), u64::MAX as i128);
+        assert_eq!(values.len(), 2);
+    }
+}
