@@ -16,7 +16,7 @@ use sluice_core::{ByteSize, Catalog, FlushPolicy, TableDef};
 use sluice_sinks::lake::CompactionReport;
 use sluice_sinks::{FileCatalog, LakeSink};
 
-use crate::config::{FileConfig, LAKE_SINK, Overrides};
+use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings};
 
 /// `sluice compact` flags.
 #[derive(Debug, Args)]
@@ -60,23 +60,7 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
         policy = policy.eager();
     }
 
-    // The lake's tables: those declared for it, and those auto-created ones the catalog keeps.
-    let mut tables: Vec<TableDef> = settings
-        .tables
-        .iter()
-        .filter(|(_, sink)| sink == LAKE_SINK)
-        .map(|(def, _)| def.clone())
-        .collect();
-    let catalog = FileCatalog::open(&settings.data_dir)?;
-    for (name, layout) in catalog.load()? {
-        let declared_elsewhere = settings.tables.iter().any(|(def, _)| def.name() == &name);
-        if !declared_elsewhere && settings.default_sink == LAKE_SINK {
-            tables.push(
-                TableDef::new(name.clone(), layout, FlushPolicy::default())
-                    .with_context(|| format!("stored table {name}"))?,
-            );
-        }
-    }
+    let mut tables = lake_tables(&settings)?;
     if let Some(only) = &args.table {
         tables.retain(|def| def.name().as_str() == only);
         if tables.is_empty() {
@@ -117,6 +101,28 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
         println!("{:.2} s in all", started.elapsed().as_secs_f64());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lake's tables: those declared for it, and the auto-created ones its catalog keeps.
+pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
+    let mut tables: Vec<TableDef> = settings
+        .tables
+        .iter()
+        .filter(|(_, sink)| sink == LAKE_SINK)
+        .map(|(def, _)| def.clone())
+        .collect();
+    let catalog = FileCatalog::open(&settings.data_dir)?;
+    for (name, layout) in catalog.load()? {
+        let declared = settings.tables.iter().any(|(def, _)| def.name() == &name);
+        if !declared && settings.default_sink == LAKE_SINK {
+            tables.push(
+                TableDef::new(name.clone(), layout, FlushPolicy::default())
+                    .with_context(|| format!("stored table {name}"))?
+                    .with_throttle(settings.pipeline.default_throttle),
+            );
+        }
+    }
+    Ok(tables)
 }
 
 fn bar(table: &str, hidden: bool) -> ProgressBar {
@@ -162,7 +168,8 @@ fn print_table(reports: &[(String, CompactionReport)]) {
     }
 }
 
-fn human_bytes(bytes: u64) -> String {
+/// A byte count for people: `1.5 MiB`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;

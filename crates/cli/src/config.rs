@@ -13,6 +13,7 @@ use sluice_core::compaction::CompactionPolicy;
 use sluice_core::policy::duration_text;
 use sluice_core::{
     ByteSize, Column, ConfigError, FlushPolicyConfig, TableDef, TableLayout, TableName,
+    ThrottleConfig,
 };
 use sluice_pipeline::{
     DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE,
@@ -88,6 +89,9 @@ pub struct FileConfig {
     /// The default flush policy.
     #[serde(default)]
     pub flush: FlushPolicyConfig,
+    /// The default parts throttle.
+    #[serde(default)]
+    pub throttle: ThrottleConfig,
     /// Lake settings.
     #[serde(default)]
     pub lake: LakeFileConfig,
@@ -156,8 +160,11 @@ pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(30);
 pub struct CompactionSettings {
     /// Which parts to merge.
     pub policy: CompactionPolicy,
-    /// Time between rounds; `None`: no background compactor (`sluice compact` still works).
-    pub interval: Option<Duration>,
+    /// Whether the background compactor merges (`sluice compact` works either way).
+    pub enabled: bool,
+    /// Time between rounds. Each round also rereads every lake table's log, so part counts
+    /// (and the throttle) see other writers' commits and compactions, even when disabled.
+    pub interval: Duration,
 }
 
 /// `[wal]`.
@@ -201,7 +208,8 @@ impl CompactionFileConfig {
         }
         Ok(CompactionSettings {
             policy,
-            interval: self.enabled.unwrap_or(true).then_some(interval),
+            enabled: self.enabled.unwrap_or(true),
+            interval,
         })
     }
 }
@@ -236,6 +244,9 @@ pub struct TableFileConfig {
     /// This table's flush policy; unset fields come from the top-level `[flush]`.
     #[serde(default)]
     pub flush: FlushPolicyConfig,
+    /// This table's parts throttle; unset fields come from the top-level `[throttle]`.
+    #[serde(default)]
+    pub throttle: ThrottleConfig,
     /// The sink it lands in (default: `default_sink`, else `lake`).
     pub sink: Option<String>,
     /// Who may write to this table (instead of the global `[auth]`).
@@ -338,6 +349,7 @@ impl FileConfig {
             max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),
             default_policy,
+            default_throttle: self.throttle.validate().map_err(|e| e.within("throttle"))?,
             ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
             shutdown_timeout: self.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT),
             ..PipelineConfig::default()
@@ -442,7 +454,14 @@ impl FileConfig {
                 partition_by: table.partition_by,
                 sort_by: table.sort_by,
             };
-            let def = TableDef::new(table_name, layout, policy).map_err(|e| e.within(&field))?;
+            let throttle = table
+                .throttle
+                .or(&self.throttle)
+                .validate()
+                .map_err(|e| e.within(&format!("{field}.throttle")))?;
+            let def = TableDef::new(table_name, layout, policy)
+                .map_err(|e| e.within(&field))?
+                .with_throttle(throttle);
             let sink = match &table.sink {
                 Some(sink) => known(&format!("{field}.sink"), sink)?,
                 None => default_sink.clone(),
@@ -570,6 +589,14 @@ mod tests {
                 "lake.checkpoint_interval",
             ),
             ("[lake.compaction]\nfanin = 1", "lake.compaction.fanin"),
+            (
+                "[throttle]\nparts_to_delay_insert = 0",
+                "throttle.parts_to_delay_insert",
+            ),
+            (
+                "[tables.t]\ncolumns = [{name = \"a\", type = \"int64\"}]\n[tables.t.throttle]\nparts_to_throw_insert = 5\nparts_to_delay_insert = 9",
+                "tables.t.throttle.parts_to_throw_insert",
+            ),
             (
                 "[lake.compaction]\ntarget_size = \"10KiB\"",
                 "lake.compaction.target_size",

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice_lab::acks::{self, AcksConfig};
 use sluice_lab::clickhouse::ClickHouseLabConfig;
+use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
 use sluice_lab::knee::{self, KneeConfig};
 use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
@@ -39,6 +40,31 @@ pub enum LabCommand {
     /// The store goes down under a load ten times the buffer: peak memory, refusals, drain, and
     /// an audit of every acknowledged row.
     Overload(OverloadArgs),
+    /// Seed 000's remedy: 20,000 files of 100 rows in a Delta table compacted by sluice, and by
+    /// pyarrow's dataset writer on the same files: time and bytes before and after.
+    Compaction(CompactionArgs),
+}
+
+/// `sluice lab compaction` flags.
+#[derive(Debug, Args)]
+pub struct CompactionArgs {
+    /// Rows in the data set.
+    #[arg(long, default_value_t = 2_000_000)]
+    rows: usize,
+    /// Rows per small file.
+    #[arg(long, default_value_t = 100)]
+    rows_per_file: usize,
+    /// A Python that has pyarrow, for the side-by-side [default: $SLUICE_PYTHON, else python3].
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Skip pyarrow.
+    #[arg(long)]
+    no_pyarrow: bool,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// Where an experiment keeps its data.
@@ -410,6 +436,54 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        LabCommand::Compaction(args) => {
+            let (dir, _temp) = args.scratch.open()?;
+            let python = (!args.no_pyarrow).then(|| {
+                args.python
+                    .or_else(|| std::env::var_os("SLUICE_PYTHON").map(PathBuf::from))
+                    .unwrap_or_else(|| PathBuf::from("python3"))
+            });
+            let config = CompactionLabConfig {
+                rows: args.rows,
+                rows_per_file: args.rows_per_file,
+                dir,
+                python,
+                seed: 42,
+            };
+            let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
+                .await
+                .map_err(anyhow::Error::msg)?;
+            let mb = |b: u64| b as f64 / 1e6;
+            println!(
+                "{} rows in {} files of {} rows: {:.1} MB",
+                report.rows,
+                report.files_in,
+                config.rows_per_file,
+                mb(report.bytes_in)
+            );
+            let s = &report.sluice;
+            println!(
+                "  sluice compact     {:>7.2} s -> {} files, {:.1} MB",
+                s.seconds,
+                s.files_out,
+                mb(s.bytes_out)
+            );
+            match (&report.pyarrow, &report.pyarrow_skipped) {
+                (Some(p), _) => println!(
+                    "  pyarrow dataset    {:>7.2} s -> {} files, {:.1} MB",
+                    p.seconds,
+                    p.files_out,
+                    mb(p.bytes_out)
+                ),
+                (None, Some(why)) => println!("  pyarrow skipped: {why}"),
+                (None, None) => {}
+            }
+            if let Some(speedup) = report.speedup {
+                println!("  sluice is {speedup:.1}x faster on the same files");
+            }
+            write_json(args.json.as_ref(), &report)?;
+            Ok(ExitCode::SUCCESS)
         }
         LabCommand::Clickhouse(args) => {
             let (dir, _temp) = args.scratch.open()?;

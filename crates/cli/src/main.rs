@@ -6,6 +6,7 @@
 //! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline, server and the lake's
 //!   compactor; signals.
 //! - `compact.rs`: `sluice compact`, one compaction pass in the foreground.
+//! - `parts.rs`: `sluice parts`, the lake's active parts per table and partition.
 //! - `load.rs`: `sluice load`, the load generator's command line and output.
 //! - `lab.rs`: `sluice lab ...`, the seeds' experiments and sluice's own.
 //! - `estimate.rs`: `sluice estimate`, the batching estimator.
@@ -17,6 +18,7 @@ mod config;
 mod estimate;
 mod lab;
 mod load;
+mod parts;
 mod serve;
 
 use std::process::ExitCode;
@@ -43,6 +45,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Merge the lake's small files into large ones now, in the foreground (safe while serving).
     Compact(compact::CompactArgs),
+    /// The lake's active parts per table and partition, and whether compaction would pay.
+    Parts(parts::PartsArgs),
     /// Run N concurrent producers against a sluice server and report rows/s and latency.
     Load(load::LoadArgs),
     /// The seeds' experiments and sluice's own: layouts, merge-sim, knee, crash, acks.
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Compact(args) => compact::run(args).await,
             Command::Load(args) => load::run(args).await,
+            Command::Parts(args) => parts::run(args).await,
             Command::Lab(command) => lab::run(command).await,
             Command::Estimate(args) => estimate::run(args),
         }

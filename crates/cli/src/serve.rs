@@ -88,16 +88,15 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         settings.data_dir.display()
     );
 
-    // The lake's compactor runs until the server stops taking inserts.
-    let (stop_compactor, compactor_stopped) = tokio::sync::oneshot::channel::<()>();
-    let compactor = settings.compaction.interval.map(|interval| {
-        let policy = settings.compaction.policy;
-        tokio::spawn(async move {
-            let stop = async move {
-                let _ = compactor_stopped.await;
-            };
-            lake.run_compactor(policy, interval, stop).await;
-        })
+    // The lake's upkeep (compaction, rereading logs) runs until the server stops taking inserts.
+    let (stop_upkeep, upkeep_stopped) = tokio::sync::oneshot::channel::<()>();
+    let compaction = settings.compaction;
+    let upkeep = tokio::spawn(async move {
+        let stop = async move {
+            let _ = upkeep_stopped.await;
+        };
+        let policy = compaction.enabled.then_some(compaction.policy);
+        lake.run_upkeep(policy, compaction.interval, stop).await;
     });
 
     let state =
@@ -105,10 +104,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     sluice_server::serve(listener, state, tls, shutdown)
         .await
         .context("the HTTP server failed")?;
-    let _ = stop_compactor.send(());
-    if let Some(compactor) = compactor {
-        let _ = compactor.await;
-    }
+    let _ = stop_upkeep.send(());
+    let _ = upkeep.await;
 
     tracing::info!("no longer accepting; flushing what is buffered");
     let report = pipeline.shutdown().await;
@@ -162,11 +159,14 @@ async fn build_sinks(
 }
 
 /// Logs to stderr, `info` unless `RUST_LOG` says otherwise. deltalake-core reports every commit
-/// retried after another writer's commit as a warning; with several writers on one table that
-/// is routine, so only its errors show by default.
+/// retried after another writer's commit as a warning (routine with several writers on one
+/// table), and its Delta kernel logs every snapshot it builds at `info`: by default only their
+/// errors and warnings show.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,deltalake_core::kernel::transaction=error")
+        tracing_subscriber::EnvFilter::new(
+            "info,deltalake_core::kernel::transaction=error,buoyant_kernel=warn",
+        )
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

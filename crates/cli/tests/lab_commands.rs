@@ -440,3 +440,38 @@ fn overload_keeps_memory_bounded_and_loses_nothing() {
     assert_eq!(report["audit"]["lost"], 0);
     assert_eq!(report["audit"]["duplicated"], 0);
 }
+
+#[test]
+fn compaction_compares_sluice_with_pyarrow_on_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("c.json");
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyreader/bin/python");
+    let python = std::env::var("SLUICE_PYTHON").unwrap_or_else(|_| python.display().to_string());
+    let out = sluice(&[
+        "lab",
+        "compaction",
+        "--rows",
+        "20000",
+        "--rows-per-file",
+        "100",
+        "--python",
+        &python,
+        "--dir",
+        dir.path().join("lab").to_str().unwrap(),
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("faster on the same files"), "{out}");
+    let report = json(&json_path);
+    has(
+        &report,
+        &[
+            "rows", "files_in", "bytes_in", "sluice", "pyarrow", "speedup",
+        ],
+    );
+    has(&report["sluice"], &["seconds", "files_out", "bytes_out"]);
+    has(&report["pyarrow"], &["seconds", "files_out", "bytes_out"]);
+    assert_eq!(report["files_in"], 200);
+    assert_eq!(report["sluice"]["files_out"], 1);
+    assert!(report["sluice"]["bytes_out"].as_u64() < report["bytes_in"].as_u64());
+}

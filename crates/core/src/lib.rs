@@ -13,6 +13,7 @@
 //! - [`sink`]: the contract every store implements, and the catalog of table definitions.
 //! - [`retry`]: capped exponential backoff with jitter, as arithmetic.
 //! - [`compaction`]: which parts of a partition to merge (size-tiered), as arithmetic.
+//! - [`throttle`]: delaying and refusing inserts by a partition's active parts, as MergeTree does.
 //!
 //! Architecture invariant: this crate does no I/O and knows no tokio. Everything here is
 //! deterministic given its inputs, which is what makes it testable with controlled time.
@@ -29,6 +30,7 @@ pub mod schema;
 pub mod sink;
 mod strict;
 pub mod table;
+pub mod throttle;
 
 pub use batcher::{Batcher, Sealed};
 pub use decode::{DecodeOptions, decode_ndjson};
@@ -38,6 +40,8 @@ pub use partition::{PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
 pub use schema::{Column, ColumnType, TableSchema};
 pub use sink::{
-    Catalog, CatalogError, FlushBatch, FlushId, Landed, Sink, SinkError, SinkErrorKind,
+    Catalog, CatalogError, FlushBatch, FlushId, Landed, PartitionParts, Sink, SinkError,
+    SinkErrorKind,
 };
 pub use table::{TableDef, TableLayout};
+pub use throttle::{PartsThrottle, ThrottleConfig, Verdict};

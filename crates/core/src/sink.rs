@@ -67,6 +67,19 @@ pub struct Landed {
     pub pause: std::time::Duration,
 }
 
+/// The active parts of one partition, as a store last saw them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionParts {
+    /// The partition.
+    pub partition: PartitionKey,
+    /// Active parts (files) in it.
+    pub parts: u64,
+    /// Rows in them, when the store can tell.
+    pub rows: u64,
+    /// Bytes in them.
+    pub bytes: u64,
+}
+
 /// Whether a failed write may succeed if tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -148,6 +161,21 @@ pub trait Sink: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         let _ = table;
         Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// The active parts of one partition of a table this sink has opened, as it last saw them
+    /// (kept current by its own commits and its compactor; cheap, called on every insert to
+    /// throttle). `None`: the store does not count parts this way, and inserts are not
+    /// throttled by them.
+    fn partition_parts(&self, table: &TableName, partition: &PartitionKey) -> Option<u64> {
+        let _ = (table, partition);
+        None
+    }
+
+    /// Every partition's active parts, for `/metrics`, `GET /v1/tables` and `sluice parts`.
+    fn active_parts(&self, table: &TableName) -> Option<Vec<PartitionParts>> {
+        let _ = table;
+        None
     }
 }
 

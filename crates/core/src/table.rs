@@ -10,6 +10,7 @@ use crate::name::TableName;
 use crate::partition::PartitionSpec;
 use crate::policy::FlushPolicy;
 use crate::schema::{Column, ColumnType, TableSchema};
+use crate::throttle::PartsThrottle;
 
 /// What makes a table's data what it is: its columns, partitioning and sort key. This is what
 /// sluice stores beside an auto-created table so it stays fixed across restarts, and what the
@@ -35,6 +36,7 @@ pub struct TableDef {
     partition: PartitionSpec,
     sort_by: Vec<String>,
     policy: FlushPolicy,
+    throttle: PartsThrottle,
 }
 
 impl TableDef {
@@ -68,6 +70,7 @@ impl TableDef {
             partition,
             sort_by: layout.sort_by,
             policy,
+            throttle: PartsThrottle::default(),
         })
     }
 
@@ -79,6 +82,7 @@ impl TableDef {
             partition: PartitionSpec::None,
             sort_by: Vec::new(),
             policy,
+            throttle: PartsThrottle::default(),
         }
     }
 
@@ -110,6 +114,17 @@ impl TableDef {
     /// The same table with another flush policy.
     pub fn with_policy(mut self, policy: FlushPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// When inserts into a partition with many parts are delayed or refused.
+    pub fn throttle(&self) -> &PartsThrottle {
+        &self.throttle
+    }
+
+    /// The same table with another throttle.
+    pub fn with_throttle(mut self, throttle: PartsThrottle) -> Self {
+        self.throttle = throttle;
         self
     }
 

@@ -7,7 +7,6 @@
 //! runs with a warm page cache. Read the ratios, not the absolute times.
 
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -208,7 +207,7 @@ pub fn run(config: &LayoutsConfig, progress: &dyn Progress) -> Result<LayoutsRep
             .sum();
         let footer_bytes = paths
             .iter()
-            .map(|p| footer_len(p))
+            .map(|p| sluice_sinks::lake::footer_bytes(p).map_err(|e| e.to_string()))
             .collect::<Result<Vec<u64>>>()?
             .iter()
             .sum();
@@ -377,14 +376,6 @@ fn list_parquet(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The footer's size: the metadata length in the last 8 bytes, plus those 8 bytes.
-fn footer_len(path: &Path) -> Result<u64> {
-    let mut file = File::open(path).map_err(|e| e.to_string())?;
-    let mut tail = [0u8; 8];
-    file.seek(SeekFrom::End(-8)).map_err(|e| e.to_string())?;
-    file.read_exact(&mut tail).map_err(|e| e.to_string())?;
-    Ok(u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]])) + 8)
-}
-
 /// Reads every column of every file; returns the rows read.
 fn scan(paths: &[PathBuf], threads: usize, progress: &dyn Progress) -> Result<u64> {
     let next = AtomicUsize::new(0);

@@ -18,6 +18,7 @@
 
 pub mod acks;
 pub mod clickhouse;
+pub mod compaction;
 pub mod crash;
 pub mod estimate;
 pub mod events;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sluice_core::retry::Backoff;
-use sluice_core::{ConfigError, FlushPolicy};
+use sluice_core::{ConfigError, FlushPolicy, PartsThrottle};
 use sluice_wal::WalConfig;
 
 /// Arrow memory all tables may buffer together: room for several tables' full default batches
@@ -33,6 +33,8 @@ pub struct PipelineConfig {
     pub auto_create: bool,
     /// The flush policy of auto-created tables.
     pub default_policy: FlushPolicy,
+    /// The parts throttle of auto-created tables and of stored ones the config does not declare.
+    pub default_throttle: PartsThrottle,
     /// How long a `committed` insert waits for its batch to land.
     pub ack_timeout: Duration,
     /// How long shutdown retries failing flushes.
@@ -54,6 +56,7 @@ impl Default for PipelineConfig {
             max_table_share: DEFAULT_MAX_TABLE_SHARE,
             auto_create: true,
             default_policy: FlushPolicy::default(),
+            default_throttle: PartsThrottle::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             backoff: Backoff::default(),

@@ -47,6 +47,23 @@ pub enum InsertError {
         /// Whether the table's share was full, rather than the whole buffer.
         table_share: bool,
     },
+    /// The partition holds more active parts than the table's `parts_to_throw_insert`: inserts
+    /// into it wait for compaction to catch up. In ClickHouse's words.
+    #[error(
+        "Too many parts ({parts}) in table '{table}' partition {partition} (more than \
+         parts_to_throw_insert = {limit}). Merges are processing significantly slower than \
+         inserts; retry shortly"
+    )]
+    TooManyParts {
+        /// The table.
+        table: String,
+        /// The partition.
+        partition: String,
+        /// Its active parts.
+        parts: u64,
+        /// The table's `parts_to_throw_insert`.
+        limit: u64,
+    },
     /// sluice is shutting down and takes no new rows.
     #[error("sluice is shutting down")]
     ShuttingDown,

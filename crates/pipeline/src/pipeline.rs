@@ -25,7 +25,7 @@ use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, PartitionKey, TableDef, TableName, TableSchema,
-    decode_ndjson,
+    Verdict, decode_ndjson,
 };
 use sluice_wal::{FsStorage, Storage, Wal};
 use tokio::sync::mpsc::{self, UnboundedSender};
@@ -114,6 +114,8 @@ struct TableHandle {
     /// The table's share of the pipeline's memory budget.
     memory: Arc<MemoryBudget>,
     sink: &'static str,
+    /// The store, asked for the partitions' active parts before each insert (the throttle).
+    store: Arc<dyn sluice_core::Sink>,
     tx: UnboundedSender<Command>,
     /// Held while an insert is numbered, logged and handed to the writer.
     order: Mutex<()>,
@@ -121,6 +123,7 @@ struct TableHandle {
     rows_received: Counter,
     bytes_received: Counter,
     inserts: Counter,
+    delayed: Counter,
 }
 
 struct Inner {
@@ -196,7 +199,8 @@ impl PipelineBuilder {
                 continue;
             }
             let def = TableDef::new(name.clone(), layout, config.default_policy)
-                .map_err(|e| e.within(&format!("stored table {name}")))?;
+                .map_err(|e| e.within(&format!("stored table {name}")))?
+                .with_throttle(config.default_throttle);
             tables.push((def, self.default_sink.clone()));
         }
 
@@ -469,6 +473,7 @@ impl Pipeline {
                 parts_written: TableStats::load(&h.stats.parts_written),
                 bytes_written: TableStats::load(&h.stats.bytes_written),
                 failing: h.stats.error(),
+                active_parts: h.store.active_parts(h.def.name()),
             })
             .collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));
@@ -550,6 +555,36 @@ impl Pipeline {
         Ok(name)
     }
 
+    /// Delays or refuses an insert whose partitions hold too many active parts (the table's
+    /// [`sluice_core::PartsThrottle`]), before it takes any memory. The longest delay of its
+    /// partitions applies; one partition over `parts_to_throw_insert` refuses the whole insert.
+    async fn throttle(&self, handle: &TableHandle, pieces: &[Piece]) -> Result<(), InsertError> {
+        let throttle = handle.def.throttle();
+        let mut delay = std::time::Duration::ZERO;
+        for piece in pieces {
+            let Some(parts) = handle.store.partition_parts(handle.def.name(), &piece.key) else {
+                continue;
+            };
+            match throttle.verdict(parts) {
+                Verdict::Go => {}
+                Verdict::Delay(d) => delay = delay.max(d),
+                Verdict::Refuse => {
+                    return Err(InsertError::TooManyParts {
+                        table: handle.def.name().to_string(),
+                        partition: piece.key.to_string(),
+                        parts,
+                        limit: throttle.parts_to_throw_insert,
+                    });
+                }
+            }
+        }
+        if !delay.is_zero() {
+            handle.delayed.increment(1);
+            tokio::time::sleep(delay).await;
+        }
+        Ok(())
+    }
+
     async fn submit(
         &self,
         handle: &TableHandle,
@@ -579,6 +614,7 @@ impl Pipeline {
                 batch,
             })
             .collect();
+        self.throttle(handle, &pieces).await?;
         let bytes: u64 = pieces.iter().map(|p| p.bytes).sum();
         let memory = &handle.memory;
         match admission {
@@ -681,7 +717,8 @@ impl Pipeline {
         if !self.is_accepting() {
             return Err(InsertError::ShuttingDown);
         }
-        let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy);
+        let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy)
+            .with_throttle(self.inner.config.default_throttle);
         let create_failed = |reason: String| InsertError::CreateFailed {
             table: name.to_string(),
             reason,
@@ -726,8 +763,10 @@ impl Pipeline {
         let handle = Arc::new(TableHandle {
             rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
             bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
-            inserts: metrics::counter!(names::INSERTS, "table" => table),
+            inserts: metrics::counter!(names::INSERTS, "table" => table.clone()),
+            delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table),
             sink: sink.name(),
+            store: sink.clone(),
             def,
             memory,
             tx,

@@ -46,6 +46,12 @@ pub mod names {
     pub const STORE_PAUSE: &str = "sluice_store_pause_seconds";
     /// Counter, by table: flushes after which the store asked for a pause.
     pub const STORE_PAUSES: &str = "sluice_store_pauses_total";
+    /// Counter: inserts delayed because a partition held more than `parts_to_delay_insert`
+    /// active parts. Label `table`.
+    pub const DELAYED_INSERTS: &str = "sluice_delayed_inserts_total";
+    /// Gauge: active parts (files) per partition, as the store last saw them. Labels `table`,
+    /// `partition`. Only stores that count parts (the lake) report it.
+    pub const ACTIVE_PARTS: &str = "sluice_active_parts";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
     /// Counter: frames written to the write-ahead log.
@@ -134,4 +140,6 @@ pub struct TableInfo {
     pub bytes_written: u64,
     /// When the store started failing for this table and its last error, while it fails.
     pub failing: Option<(SystemTime, String)>,
+    /// Active parts per partition, when the store counts them (the lake).
+    pub active_parts: Option<Vec<sluice_core::PartitionParts>>,
 }

@@ -119,8 +119,27 @@ fn table_json(t: &TableInfo) -> Value {
         "rows_written": t.rows_written,
         "parts_written": t.parts_written,
         "bytes_written": t.bytes_written,
+        "active_parts": active_parts_json(t),
         "failing": failing_json(t),
     })
+}
+
+/// Active parts per partition (`null` when the store does not count them).
+fn active_parts_json(t: &TableInfo) -> Value {
+    match &t.active_parts {
+        None => Value::Null,
+        Some(partitions) => partitions
+            .iter()
+            .map(|p| {
+                json!({
+                    "partition": p.partition.to_string(),
+                    "parts": p.parts,
+                    "rows": p.rows,
+                    "bytes": p.bytes,
+                })
+            })
+            .collect(),
+    }
 }
 
 fn failing_json(t: &TableInfo) -> Value {

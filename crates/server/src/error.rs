@@ -25,6 +25,8 @@ pub(crate) enum Kind {
     UnknownFormat,
     /// The buffer is full.
     Overloaded,
+    /// A partition holds more parts than `parts_to_throw_insert`.
+    TooManyParts,
     /// The write-ahead log could not take the insert.
     WalFailed,
     /// sluice is shutting down.
@@ -73,6 +75,12 @@ impl Kind {
                 "MEMORY_LIMIT_EXCEEDED",
                 "overloaded",
             ),
+            Kind::TooManyParts => (
+                S::SERVICE_UNAVAILABLE,
+                252,
+                "TOO_MANY_PARTS",
+                "too_many_parts",
+            ),
             Kind::ShuttingDown => (
                 S::SERVICE_UNAVAILABLE,
                 394,
@@ -115,8 +123,9 @@ impl Kind {
             | Kind::ShuttingDown
             | Kind::NotCommittedInTime
             | Kind::NotCommitted => Some(1),
-            // A full disk or a poisoned log (until a restart) does not clear within a second.
-            Kind::WalFailed => Some(5),
+            // A full disk or a poisoned log (until a restart) does not clear within a second,
+            // nor does a partition's backlog of merges.
+            Kind::WalFailed | Kind::TooManyParts => Some(5),
             _ => None,
         }
     }
@@ -147,6 +156,7 @@ impl From<InsertError> for ApiError {
             InsertError::DurableNeedsWal => Kind::BadRequest,
             InsertError::WalFailed(_) => Kind::WalFailed,
             InsertError::Overloaded { .. } => Kind::Overloaded,
+            InsertError::TooManyParts { .. } => Kind::TooManyParts,
             InsertError::ShuttingDown => Kind::ShuttingDown,
             InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,
             InsertError::StoreRefused(_) => Kind::StoreRefused,
@@ -214,6 +224,15 @@ mod tests {
                 },
                 "overloaded",
             ),
+            (
+                InsertError::TooManyParts {
+                    table: "t".into(),
+                    partition: "api".into(),
+                    parts: 31,
+                    limit: 30,
+                },
+                "too_many_parts",
+            ),
         ] {
             let response = ApiError::from(error).into_response();
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -239,6 +258,7 @@ mod tests {
             Kind::Syntax,
             Kind::UnknownFormat,
             Kind::Overloaded,
+            Kind::TooManyParts,
             Kind::WalFailed,
             Kind::ShuttingDown,
             Kind::NotCommittedInTime,

@@ -83,6 +83,14 @@ fn describe() {
         "Bytes reserved in the shared buffer budget"
     );
     describe_gauge!(names::MEMORY_LIMIT, "The shared buffer budget");
+    describe_gauge!(
+        names::ACTIVE_PARTS,
+        "Active parts (files) per partition, as the store last saw them"
+    );
+    describe_counter!(
+        names::DELAYED_INSERTS,
+        "Inserts delayed because their partition held more than parts_to_delay_insert parts"
+    );
     describe_counter!(names::FLUSH_ERRORS, "Failed flush attempts, by kind");
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
@@ -109,6 +117,14 @@ fn describe() {
 /// `GET /metrics`: gauges are read from the pipeline at scrape time, then everything is rendered.
 pub(crate) async fn render(State(state): State<AppState>) -> Response {
     for table in state.pipeline.tables() {
+        for partition in table.active_parts.iter().flatten() {
+            metrics::gauge!(
+                names::ACTIVE_PARTS,
+                "table" => table.name.clone(),
+                "partition" => partition.partition.to_string()
+            )
+            .set(partition.parts as f64);
+        }
         metrics::gauge!(names::BUFFERED_ROWS, "table" => table.name.clone())
             .set(table.buffered_rows as f64);
         metrics::gauge!(names::BUFFERED_BYTES, "table" => table.name)

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
+use arrow::compute::{BatchCoalescer, concat_batches};
 use deltalake_core::kernel::Add;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::KeyValue;
@@ -25,7 +25,9 @@ use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
 use super::delta::{LogFile, TableLog};
-use super::part::{COMPACTED_FROM_KEY, PART_PREFIX, PART_SUFFIX, compacted_name, write_file};
+use super::part::{
+    COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, compacted_name, write_file,
+};
 
 const SINK: &str = "lake";
 
@@ -124,6 +126,7 @@ pub(crate) async fn compact(
                 &compacted_name(),
                 &batches,
                 footer,
+                FileSync::Durable,
             )?;
             Ok::<_, SinkError>((part, rows as u64))
         })
@@ -279,11 +282,29 @@ fn read_file(path: &Path) -> Result<Vec<RecordBatch>, SinkError> {
         .map_err(|e| failed(&e))
 }
 
+/// Rows per batch handed to the Parquet writer: small inputs (100-row files) are coalesced so
+/// statistics and encoding work on large arrays, not on thousands of tiny ones.
+const WRITE_BATCH_ROWS: usize = 64 * 1024;
+
 /// The merged rows in the table's sort order (inputs are sorted runs; their concatenation is
-/// not). A table without a sort key keeps the input order and is not copied.
+/// not). A table without a sort key keeps the input order, coalesced into large batches.
 fn sorted(table: &TableDef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, SinkError> {
-    if table.sort_by().is_empty() || batches.len() < 2 {
+    if batches.is_empty() {
         return Ok(batches);
+    }
+    if table.sort_by().is_empty() {
+        let mut coalescer = BatchCoalescer::new(batches[0].schema(), WRITE_BATCH_ROWS);
+        let mut out = Vec::new();
+        let failed = |e| SinkError::permanent(SINK, format!("cannot merge batches: {e}"));
+        for batch in batches {
+            coalescer.push_batch(batch).map_err(failed)?;
+            while let Some(done) = coalescer.next_completed_batch() {
+                out.push(done);
+            }
+        }
+        coalescer.finish_buffered_batch().map_err(failed)?;
+        out.extend(std::iter::from_fn(|| coalescer.next_completed_batch()));
+        return Ok(out);
     }
     let schema = batches[0].schema();
     let all = concat_batches(&schema, &batches)

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use deltalake_core::checkpoints::cleanup_expired_logs_for;
@@ -35,7 +36,7 @@ use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::table::state::DeltaTableState;
 use deltalake_core::{DeltaTableBuilder, DeltaTableError, TableProperty};
-use sluice_core::{PartitionKey, SinkError, TableDef};
+use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
 use url::Url;
 
 use super::config::LakeConfig;
@@ -56,7 +57,16 @@ pub(crate) struct TableLog {
     log_retention: Duration,
     /// Set when a commit failed in a way that may have written it anyway.
     uncertain: bool,
+    /// Active parts per partition as of `state`, published for the insert path's throttle.
+    counts: Arc<PartCounts>,
+    /// The transaction versions of this process's app ids, read from the log once each and
+    /// moved by its own commits: every flush is checked against them, so a flush the log
+    /// holds is never committed again, whatever asks for it.
+    watermarks: HashMap<String, u64>,
 }
+
+/// Active parts per partition of one table, readable without the log's lock.
+pub(crate) type PartCounts = std::sync::RwLock<HashMap<PartitionKey, PartitionParts>>;
 
 impl TableLog {
     /// Opens the table's log, creating the table when its folder has none. An existing table
@@ -137,7 +147,10 @@ impl TableLog {
             partition_columns,
             log_retention: config.log_retention,
             uncertain: false,
-        })
+            counts: Arc::default(),
+            watermarks: HashMap::new(),
+        }
+        .counted())
     }
 
     /// Whether the last commit failed in a way that may have written it anyway.
@@ -169,6 +182,19 @@ impl TableLog {
         Ok(out)
     }
 
+    /// Commits files in one commit, with no flush identity (bulk loads).
+    pub(crate) async fn commit_files(&mut self, adds: Vec<Add>) -> Result<(), SinkError> {
+        let operation = DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: (!self.partition_columns.is_empty())
+                .then(|| self.partition_columns.clone()),
+            predicate: None,
+        };
+        let properties = CommitProperties::default().with_cleanup_expired_logs(Some(false));
+        let actions = adds.into_iter().map(Action::Add).collect();
+        self.commit(properties, actions, operation).await
+    }
+
     /// Commits one flush's file, unless the log already holds the flush. Returns whether it
     /// committed.
     pub(crate) async fn commit_flush(
@@ -180,17 +206,25 @@ impl TableLog {
     ) -> Result<bool, SinkError> {
         let app = app_id(writer, partition);
         if self.uncertain {
+            // A commit may have landed without our knowing: read the log again.
             self.refresh().await?;
-            if self.version_of(&app).await?.is_some_and(|v| v >= last_seq) {
-                self.uncertain = false;
-                return Ok(false);
-            }
+            self.watermarks.remove(&app);
+        }
+        // Sequence numbers start at 1: 0 means "nothing yet".
+        let held = match self.watermarks.get(&app) {
+            Some(&held) => held,
+            None => self.version_of(&app).await?.unwrap_or(0),
+        };
+        self.watermarks.insert(app.clone(), held);
+        if held >= last_seq {
+            self.uncertain = false;
+            return Ok(false);
         }
         let version = i64::try_from(last_seq).map_err(|_| {
             SinkError::permanent(SINK, format!("sequence number {last_seq} is out of range"))
         })?;
         let properties = CommitProperties::default()
-            .with_application_transaction(Transaction::new(app, version))
+            .with_application_transaction(Transaction::new(app.clone(), version))
             .with_cleanup_expired_logs(Some(false));
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
@@ -200,6 +234,7 @@ impl TableLog {
         };
         self.commit(properties, vec![Action::Add(add)], operation)
             .await?;
+        self.watermarks.insert(app, last_seq);
         Ok(true)
     }
 
@@ -230,6 +265,7 @@ impl TableLog {
         let version = finalized.version();
         let checkpoint = finalized.metrics.new_checkpoint_created;
         self.state = finalized.snapshot();
+        self.publish_counts();
         let log_dir = self.dir.join(DELTA_LOG_DIR);
         let mut files = vec![commit_file(version)];
         if checkpoint {
@@ -279,7 +315,8 @@ impl TableLog {
 
     /// Swaps `inputs` for `output` in one commit that changes no data (`dataChange=false`), so
     /// readers see the old files or the new one, never both. Returns `false` (and commits
-    /// nothing) when an input is no longer live: another compaction got there first.
+    /// nothing) when another compaction got there first: an input is no longer live, or a
+    /// compaction committed meanwhile.
     ///
     /// Hazard: deltalake-core's conflict checker ignores `dataChange=false` removals, so two
     /// compactions of the same files would both commit. Every compaction commit therefore also
@@ -331,8 +368,16 @@ impl TableLog {
             predicate: None,
             target_size: i64::try_from(target_bytes).unwrap_or(i64::MAX),
         };
-        self.commit(properties, actions, operation).await?;
-        Ok(true)
+        match self.commit(properties, actions, operation).await {
+            Ok(()) => Ok(true),
+            // A conflict (the only failure that leaves the outcome certain): another compactor
+            // committed first. Nothing of this merge landed.
+            Err(e) if !self.uncertain => {
+                tracing::debug!(error = %e, "a compaction lost a race");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Files removed from the table before `cutoff_ms` (milliseconds since the epoch): no
@@ -357,11 +402,45 @@ impl TableLog {
         &self.dir
     }
 
-    async fn refresh(&mut self) -> Result<(), SinkError> {
+    /// Rereads the log to its newest version and republishes the part counts.
+    pub(crate) async fn refresh(&mut self) -> Result<(), SinkError> {
         self.state
             .update(self.log_store.as_ref(), None)
             .await
-            .map_err(|e| delta_error(&self.dir, "load", e))
+            .map_err(|e| delta_error(&self.dir, "load", e))?;
+        self.publish_counts();
+        Ok(())
+    }
+
+    /// The active parts per partition this log publishes.
+    pub(crate) fn counts(&self) -> Arc<PartCounts> {
+        self.counts.clone()
+    }
+
+    fn counted(self) -> Self {
+        self.publish_counts();
+        self
+    }
+
+    /// Recounts the active parts per partition from `state` and publishes them.
+    fn publish_counts(&self) {
+        let mut counts: HashMap<PartitionKey, PartitionParts> = HashMap::new();
+        for file in self.state.log_data().iter() {
+            let key = self.partition_of(&file.partition_values_map());
+            let entry = counts.entry(key.clone()).or_insert(PartitionParts {
+                partition: key,
+                parts: 0,
+                rows: 0,
+                bytes: 0,
+            });
+            entry.parts += 1;
+            entry.rows += file.num_records().unwrap_or(0) as u64;
+            entry.bytes += u64::try_from(file.size()).unwrap_or(0);
+        }
+        match self.counts.write() {
+            Ok(mut guard) => *guard = counts,
+            Err(poisoned) => *poisoned.into_inner() = counts,
+        }
     }
 
     async fn version_of(&self, app: &str) -> Result<Option<u64>, SinkError> {

@@ -56,6 +56,16 @@ pub(crate) fn is_temporary(name: &str) -> bool {
     name.starts_with(&format!(".{PART_PREFIX}")) && name.ends_with(".tmp")
 }
 
+/// Whether a written file is fsynced before it counts as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileSync {
+    /// File and folder fsynced: the file survives power loss once written. Every flush and
+    /// every merge.
+    Durable,
+    /// Left to the page cache: only for throwaway bulk loads (the lab's data sets).
+    Cached,
+}
+
 /// A part on disk, not yet in the table's log.
 #[derive(Debug)]
 pub(crate) struct WrittenPart {
@@ -83,7 +93,15 @@ pub(crate) fn write_part(
     let batch = to_file_batch(table, schema, &batch)?;
     let name = part_name(id.first_seq, id.last_seq);
     let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
-    write_file(config, table, folder.as_deref(), &name, &[batch], footer)
+    write_file(
+        config,
+        table,
+        folder.as_deref(),
+        &name,
+        &[batch],
+        footer,
+        FileSync::Durable,
+    )
 }
 
 /// Writes `batches` (already in the table's file schema) as one file named `name` in `folder`
@@ -96,6 +114,7 @@ pub(crate) fn write_file(
     name: &str,
     batches: &[RecordBatch],
     footer: KeyValue,
+    sync: FileSync,
 ) -> Result<WrittenPart, SinkError> {
     let table_dir = config.root.join(table.name().as_str());
     let dir = match folder {
@@ -109,9 +128,11 @@ pub(crate) fn write_file(
         .ok_or_else(|| SinkError::permanent(SINK, "a file needs at least one batch"))?;
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
-    let result = write_tmp(config, table, &schema, batches, footer, &tmp).and_then(|bytes| {
+    let result = write_tmp(config, table, &schema, batches, footer, &tmp, sync).and_then(|bytes| {
         fs::rename(&tmp, &path).map_err(|e| io_error(&path, "rename", e))?;
-        fsio::sync_dir(&dir).map_err(|e| io_error(&dir, "fsync", e))?;
+        if sync == FileSync::Durable {
+            fsio::sync_dir(&dir).map_err(|e| io_error(&dir, "fsync", e))?;
+        }
         Ok(bytes)
     });
     match result {
@@ -138,6 +159,7 @@ fn write_tmp(
     batches: &[RecordBatch],
     footer: KeyValue,
     tmp: &Path,
+    sync: FileSync,
 ) -> Result<u64, SinkError> {
     let mut file = File::create(tmp).map_err(|e| io_error(tmp, "create", e))?;
     let props = properties(config, table, footer, schema)?;
@@ -147,7 +169,9 @@ fn write_tmp(
         writer.write(batch).map_err(|e| parquet_error(tmp, e))?;
     }
     writer.close().map_err(|e| parquet_error(tmp, e))?;
-    file.sync_all().map_err(|e| io_error(tmp, "fsync", e))?;
+    if sync == FileSync::Durable {
+        file.sync_all().map_err(|e| io_error(tmp, "fsync", e))?;
+    }
     let bytes = file.metadata().map_err(|e| io_error(tmp, "stat", e))?.len();
     Ok(bytes)
 }

@@ -58,6 +58,24 @@ pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
     Ok(files)
 }
 
+/// The bytes of a Parquet file's footer: its metadata plus the 8-byte tail (metadata length
+/// and magic), read from the tail alone.
+pub fn footer_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::End(-8))?;
+    let mut tail = [0u8; 8];
+    file.read_exact(&mut tail)?;
+    if &tail[4..] != b"PAR1" {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is not a Parquet file", path.display()),
+        ));
+    }
+    let metadata = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    Ok(u64::from(metadata) + 8)
+}
+
 /// [`live_files`] for callers without an async runtime (or inside one they may not block):
 /// runs on a thread of its own.
 pub fn live_files_blocking(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {

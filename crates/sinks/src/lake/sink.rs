@@ -6,17 +6,24 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use deltalake_core::kernel::Add;
+use parquet::file::metadata::KeyValue;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::sink::BoxFuture;
-use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef, TableName};
+use sluice_core::{
+    FlushBatch, Landed, PartitionKey, PartitionParts, Sink, SinkError, TableDef, TableName,
+};
 use tokio::sync::Mutex;
 
 use super::compact::{self, CompactionReport};
 use super::config::LakeConfig;
-use super::delta::{TableLog, partition_values};
-use super::part::{WrittenPart, is_temporary, write_part};
-use super::schema::file_schema;
+use super::delta::{PartCounts, TableLog, partition_values};
+use super::part::{
+    FLUSH_ID_KEY, FileSync, WrittenPart, compacted_name, is_temporary, write_file, write_part,
+};
+use super::path::partition_dir_name;
+use super::schema::{file_schema, to_file_batch};
 use super::writer::writer_id;
 use crate::fsio;
 
@@ -31,6 +38,8 @@ pub struct LakeSink {
     /// Each table's definition and log, opened on first use. One commit at a time per table in
     /// this process: committers to one table starve each other.
     logs: Arc<Mutex<HashMap<TableName, OpenTable>>>,
+    /// Each open table's active parts per partition, readable on the insert path.
+    counts: Arc<std::sync::RwLock<HashMap<TableName, Arc<PartCounts>>>>,
 }
 
 /// A table this sink has opened: its definition (the compactor sorts by its key) and its log.
@@ -68,6 +77,7 @@ impl LakeSink {
             config: Arc::new(config),
             writer: writer.into(),
             logs: Arc::default(),
+            counts: Arc::default(),
         })
     }
 
@@ -79,6 +89,44 @@ impl LakeSink {
     /// This writer's identity in the tables' logs.
     pub fn writer(&self) -> &str {
         &self.writer
+    }
+
+    /// Lands `batches` in `table` as one file per batch and partition, committed 1,000 files to
+    /// a commit, without flush identities and, unless `sync`, without fsyncs: a bulk load for
+    /// data that can be made again (the lab's data sets), never for acknowledged rows. Returns
+    /// the files written.
+    pub async fn bulk_append(
+        &self,
+        table: &TableDef,
+        batches: Vec<RecordBatch>,
+        sync: bool,
+    ) -> Result<u64, SinkError> {
+        const FILES_PER_COMMIT: usize = 1_000;
+        let log = self.log(table).await?;
+        let mut files = 0;
+        let mut chunks = batches.into_iter().peekable();
+        while chunks.peek().is_some() {
+            let chunk: Vec<RecordBatch> = chunks.by_ref().take(FILES_PER_COMMIT).collect();
+            let config = self.config.clone();
+            let def = table.clone();
+            let sync = if sync {
+                FileSync::Durable
+            } else {
+                FileSync::Cached
+            };
+            let parts = tokio::task::spawn_blocking(move || bulk_write(&config, &def, chunk, sync))
+                .await
+                .map_err(|e| SinkError::retriable(SINK, format!("write task failed: {e}")))??;
+            let mut log = log.lock().await;
+            let columns = log.partition_columns().to_vec();
+            let adds = parts
+                .iter()
+                .map(|(key, part)| add_action(part, &columns, key))
+                .collect();
+            log.commit_files(adds).await?;
+            files += parts.len() as u64;
+        }
+        Ok(files)
     }
 
     /// Runs one compaction pass over `table`: the merges `policy` picks, each one commit, then
@@ -96,13 +144,15 @@ impl LakeSink {
         Ok(report)
     }
 
-    /// Compacts every table this sink has opened, every `interval`, until `stop` resolves (a
-    /// round in progress is abandoned: a merge not yet committed leaves only a file that the
-    /// orphan sweep deletes later). Failures are logged and tried again at the next round:
-    /// compaction is never urgent enough to stop ingest for.
-    pub async fn run_compactor(
+    /// Every `interval` until `stop` resolves, for every table this sink has opened: rereads
+    /// its log (so part counts, and the throttle, see other writers' commits and compactions)
+    /// and, with a `policy`, compacts it. A round in progress when `stop` resolves is
+    /// abandoned: a merge not yet committed leaves only a file that the orphan sweep deletes
+    /// later. Failures are logged and tried again next round: upkeep is never urgent enough to
+    /// stop ingest for.
+    pub async fn run_upkeep(
         &self,
-        policy: CompactionPolicy,
+        policy: Option<CompactionPolicy>,
         interval: std::time::Duration,
         stop: impl std::future::Future<Output = ()>,
     ) {
@@ -114,20 +164,25 @@ impl LakeSink {
             }
             tokio::select! {
                 () = &mut stop => return,
-                () = self.compaction_round(policy) => {}
+                () = self.upkeep_round(policy) => {}
             }
         }
     }
 
-    async fn compaction_round(&self, policy: CompactionPolicy) {
-        let tables: Vec<TableDef> = self
-            .logs
-            .lock()
-            .await
-            .values()
-            .map(|(def, _)| def.clone())
-            .collect();
-        for table in tables {
+    async fn upkeep_round(&self, policy: Option<CompactionPolicy>) {
+        let tables: Vec<OpenTable> = self.logs.lock().await.values().cloned().collect();
+        for (table, log) in tables {
+            let Some(policy) = policy else {
+                if let Err(e) = log.lock().await.refresh().await {
+                    tracing::warn!(table = %table.name(), error = %e, "cannot reread the table's log");
+                }
+                continue;
+            };
+            // A partition over the throttle's first threshold gets every merge possible.
+            let pressed = self
+                .active_parts(table.name())
+                .is_some_and(|parts| parts.iter().any(|p| table.throttle().is_pressed(p.parts)));
+            let policy = if pressed { policy.eager() } else { policy };
             match self.compact(&table, policy, &|_, _| {}).await {
                 Ok(report) if report.merges > 0 || report.files_deleted > 0 => {
                     tracing::info!(
@@ -155,15 +210,48 @@ impl LakeSink {
             return Ok(log.clone());
         }
         let dir = self.config.root.join(table.name().as_str());
-        let log = Arc::new(Mutex::new(TableLog::open(&self.config, &dir, table).await?));
+        let opened = TableLog::open(&self.config, &dir, table).await?;
+        let counts = opened.counts();
+        let log = Arc::new(Mutex::new(opened));
         logs.insert(table.name().clone(), (table.clone(), log.clone()));
+        match self.counts.write() {
+            Ok(mut guard) => guard.insert(table.name().clone(), counts),
+            Err(poisoned) => poisoned.into_inner().insert(table.name().clone(), counts),
+        };
         Ok(log)
+    }
+}
+
+impl LakeSink {
+    fn table_counts(&self, table: &TableName) -> Option<Arc<PartCounts>> {
+        match self.counts.read() {
+            Ok(guard) => guard.get(table).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(table).cloned(),
+        }
     }
 }
 
 impl Sink for LakeSink {
     fn name(&self) -> &'static str {
         SINK
+    }
+
+    fn partition_parts(&self, table: &TableName, partition: &PartitionKey) -> Option<u64> {
+        let counts = self.table_counts(table)?;
+        let guard = counts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(guard.get(partition).map_or(0, |p| p.parts))
+    }
+
+    fn active_parts(&self, table: &TableName) -> Option<Vec<PartitionParts>> {
+        let counts = self.table_counts(table)?;
+        let guard = counts
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut parts: Vec<PartitionParts> = guard.values().cloned().collect();
+        parts.sort_by(|a, b| a.partition.cmp(&b.partition));
+        Some(parts)
     }
 
     /// Creates the table's folder and Delta table, and removes temporary files an interrupted
@@ -239,6 +327,65 @@ impl Sink for LakeSink {
             }
         })
     }
+}
+
+/// Writes each batch as one file per partition, spread over one thread per core.
+fn bulk_write(
+    config: &LakeConfig,
+    table: &TableDef,
+    batches: Vec<RecordBatch>,
+    sync: FileSync,
+) -> Result<Vec<(PartitionKey, WrittenPart)>, SinkError> {
+    let schema = file_schema(table);
+    let key_name = table.partition().key_name();
+    let mut pieces = Vec::new();
+    for batch in batches {
+        let split = table
+            .partition()
+            .split(&batch)
+            .map_err(|e| SinkError::permanent(SINK, e.to_string()))?;
+        pieces.extend(split);
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = pieces.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = pieces
+            .chunks(chunk)
+            .map(|pieces| {
+                let (schema, key_name) = (&schema, key_name.as_deref());
+                scope.spawn(move || {
+                    pieces
+                        .iter()
+                        .map(|(key, batch)| {
+                            let batch = to_file_batch(table, schema, batch)?;
+                            let folder = partition_dir_name(key_name, key);
+                            let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), "bulk".to_owned());
+                            let name = compacted_name();
+                            write_file(
+                                config,
+                                table,
+                                folder.as_deref(),
+                                &name,
+                                &[batch],
+                                footer,
+                                sync,
+                            )
+                            .map(|part| (key.clone(), part))
+                        })
+                        .collect::<Result<Vec<_>, SinkError>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for handle in handles {
+            out.extend(
+                handle.join().unwrap_or_else(|_| {
+                    Err(SinkError::retriable(SINK, "a bulk writer panicked"))
+                })?,
+            );
+        }
+        Ok(out)
+    })
 }
 
 /// The Delta `add` action for a part just written.

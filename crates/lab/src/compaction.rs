@@ -1,0 +1,231 @@
+//! `sluice lab compaction`: seed 000's remedy measured. 2,000,000 synthetic API events land as
+//! 20,000 files of 100 rows in a Delta table; then pyarrow's dataset writer (when Python with
+//! pyarrow is at hand) and sluice's compactor each rewrite those same files into large ones,
+//! side by side on the same machine, and the report gives the time and the bytes before and
+//! after of each.
+//!
+//! pyarrow runs first and writes elsewhere; sluice then compacts the table itself (one Delta
+//! commit). Both read the inputs from a warm page cache.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::Serialize;
+use sluice_core::compaction::CompactionPolicy;
+use sluice_core::{Column, ColumnType, FlushPolicy, TableDef, TableLayout, TableName};
+use sluice_sinks::lake::live_files;
+use sluice_sinks::{LakeConfig, LakeSink};
+
+use crate::events::{EventGen, schema};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct CompactionLabConfig {
+    /// Rows in the data set.
+    pub rows: usize,
+    /// Rows per input file.
+    pub rows_per_file: usize,
+    /// Where the table (and pyarrow's output) go; emptied first.
+    pub dir: PathBuf,
+    /// A Python with pyarrow, for the comparison; `None` skips it.
+    pub python: Option<PathBuf>,
+    /// Seed of the events.
+    pub seed: u64,
+}
+
+/// One side's figures.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Side {
+    /// Wall time of the rewrite.
+    pub seconds: f64,
+    /// Files written.
+    pub files_out: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompactionLabReport {
+    /// Rows in the data set.
+    pub rows: u64,
+    /// Input files.
+    pub files_in: u64,
+    /// Input bytes.
+    pub bytes_in: u64,
+    /// sluice's compactor.
+    pub sluice: Side,
+    /// pyarrow's dataset writer, when it ran.
+    pub pyarrow: Option<Side>,
+    /// Why pyarrow did not run, when it did not.
+    pub pyarrow_skipped: Option<String>,
+    /// pyarrow's time over sluice's.
+    pub speedup: Option<f64>,
+}
+
+/// pyarrow's side: reads the listed files as one dataset and writes it with zstd, 1,000,000 rows
+/// per file and per row group (the seed's big layout; without `min_rows_per_group` it would
+/// write every 100-row input batch as a row group of its own). Prints seconds, files and bytes
+/// as JSON.
+const PYARROW: &str = r#"
+import json, os, sys, time
+import pyarrow.dataset as ds
+files = [line.strip() for line in open(sys.argv[1]) if line.strip()]
+out = sys.argv[2]
+started = time.perf_counter()
+dataset = ds.dataset(files, format="parquet")
+options = ds.ParquetFileFormat().make_write_options(compression="zstd")
+ds.write_dataset(dataset, out, format="parquet", file_options=options,
+                 max_rows_per_file=1_000_000, min_rows_per_group=1_000_000,
+                 max_rows_per_group=1_000_000,
+                 existing_data_behavior="overwrite_or_ignore")
+seconds = time.perf_counter() - started
+written = [os.path.join(root, f) for root, _, fs in os.walk(out) for f in fs]
+print(json.dumps({"seconds": seconds, "files_out": len(written),
+                  "bytes_out": sum(os.path.getsize(f) for f in written)}))
+"#;
+
+/// Runs the experiment. `progress` hears each step's name.
+pub async fn run(
+    config: &CompactionLabConfig,
+    progress: &dyn Fn(&str),
+) -> Result<CompactionLabReport, String> {
+    if config.rows_per_file == 0 || config.rows == 0 {
+        return Err("rows and rows per file must be at least 1".into());
+    }
+    match std::fs::remove_dir_all(&config.dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot empty {}: {e}", config.dir.display())),
+    }
+    let lake_dir = config.dir.join("lake");
+    let lake = LakeSink::new(LakeConfig::new(&lake_dir)).map_err(|e| e.to_string())?;
+    let table = events_table()?;
+
+    progress("writing the small files");
+    let data = EventGen::new(config.seed).batch(config.rows);
+    let batches: Vec<_> = (0..config.rows)
+        .step_by(config.rows_per_file)
+        .map(|start| data.slice(start, config.rows_per_file.min(config.rows - start)))
+        .collect();
+    lake.bulk_append(&table, batches, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let table_dir = lake_dir.join(table.name().as_str());
+    let inputs = live_files(&table_dir).await.map_err(|e| e.to_string())?;
+    let files_in = inputs.len() as u64;
+    let bytes_in: u64 = inputs.iter().map(|f| f.bytes).sum();
+
+    let (pyarrow, pyarrow_skipped) = match &config.python {
+        None => (None, Some("no Python given".to_owned())),
+        Some(python) => {
+            progress("pyarrow's dataset writer");
+            let list = config.dir.join("inputs.txt");
+            let text: String = inputs
+                .iter()
+                .map(|f| format!("{}\n", f.path.display()))
+                .collect();
+            std::fs::write(&list, text).map_err(|e| e.to_string())?;
+            match run_pyarrow(python, &list, &config.dir.join("pyarrow")) {
+                Ok(side) => (Some(side), None),
+                Err(why) => (None, Some(why)),
+            }
+        }
+    };
+
+    progress("sluice's compactor");
+    let policy = CompactionPolicy::default();
+    let started = Instant::now();
+    let report = lake
+        .compact(&table, policy, &|_, _| {})
+        .await
+        .map_err(|e| e.to_string())?;
+    let sluice = Side {
+        seconds: started.elapsed().as_secs_f64(),
+        files_out: report.files_out,
+        bytes_out: report.bytes_out,
+    };
+    let after = live_files(&table_dir).await.map_err(|e| e.to_string())?;
+    let rows_after: u64 = after.iter().map(|f| f.rows.unwrap_or(0)).sum();
+    if rows_after != config.rows as u64 {
+        return Err(format!(
+            "the compacted table holds {rows_after} rows, not {}",
+            config.rows
+        ));
+    }
+    Ok(CompactionLabReport {
+        rows: config.rows as u64,
+        files_in,
+        bytes_in,
+        speedup: pyarrow.as_ref().map(|p| p.seconds / sluice.seconds),
+        sluice,
+        pyarrow,
+        pyarrow_skipped,
+    })
+}
+
+/// The seed's eight columns as a sluice table, unpartitioned, unsorted (as the files come).
+fn events_table() -> Result<TableDef, String> {
+    let columns = schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let ty = ColumnType::from_arrow(f.data_type())
+                .ok_or_else(|| format!("no column type for {}", f.data_type()))?;
+            Ok(Column::new(f.name().clone(), ty).required())
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let layout = TableLayout {
+        columns,
+        partition_by: String::new(),
+        sort_by: Vec::new(),
+    };
+    let name = TableName::new("events").map_err(|e| e.to_string())?;
+    TableDef::new(name, layout, FlushPolicy::default()).map_err(|e| e.to_string())
+}
+
+fn run_pyarrow(python: &Path, list: &Path, out: &Path) -> Result<Side, String> {
+    let output = Command::new(python)
+        .args(["-c", PYARROW])
+        .arg(list)
+        .arg(out)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().last().unwrap_or("").to_owned();
+        return Err(format!("pyarrow failed: {last}"));
+    }
+    serde_json::from_slice::<serde_json::Value>(&output.stdout)
+        .ok()
+        .and_then(|v| {
+            Some(Side {
+                seconds: v["seconds"].as_f64()?,
+                files_out: v["files_out"].as_u64()?,
+                bytes_out: v["bytes_out"].as_u64()?,
+            })
+        })
+        .ok_or_else(|| "pyarrow printed no figures".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_files_become_one_with_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = CompactionLabConfig {
+            rows: 5_000,
+            rows_per_file: 100,
+            dir: dir.path().join("lab"),
+            python: None,
+            seed: 7,
+        };
+        let report = run(&config, &|_| {}).await.unwrap();
+        assert_eq!((report.files_in, report.sluice.files_out), (50, 1));
+        assert!(report.sluice.bytes_out < report.bytes_in);
+        assert_eq!(report.pyarrow_skipped.as_deref(), Some("no Python given"));
+    }
+}
