@@ -16,7 +16,7 @@ use sluice_core::{ByteSize, Catalog, FlushPolicy, TableDef};
 use sluice_sinks::lake::CompactionReport;
 use sluice_sinks::{FileCatalog, LakeSink};
 
-use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings};
+use crate::config::{LAKE_SINK, Settings, load_settings};
 
 /// `sluice compact` flags.
 #[derive(Debug, Args)]
@@ -44,14 +44,7 @@ pub struct CompactArgs {
 
 pub async fn run(args: CompactArgs) -> Result<ExitCode> {
     crate::serve::init_tracing();
-    let file = match &args.config {
-        Some(path) => FileConfig::read(path)?,
-        None => FileConfig::default(),
-    };
-    let settings = file.resolve(Overrides {
-        data_dir: args.data_dir,
-        ..Overrides::default()
-    })?;
+    let settings = load_settings(args.config.as_deref(), args.data_dir)?;
     let mut policy: CompactionPolicy = settings.compaction.policy;
     if let Some(ByteSize(bytes)) = args.target_size {
         policy.target_bytes = bytes;

@@ -291,6 +291,19 @@ pub struct Settings {
     pub tls: Option<TlsFiles>,
 }
 
+/// The settings of a command that works on the data directory rather than serving it
+/// (`sluice compact`, `sluice parts`): the config file if given, and `--data-dir`.
+pub fn load_settings(config: Option<&Path>, data_dir: Option<PathBuf>) -> Result<Settings> {
+    let file = match config {
+        Some(path) => FileConfig::read(path)?,
+        None => FileConfig::default(),
+    };
+    file.resolve(Overrides {
+        data_dir,
+        ..Overrides::default()
+    })
+}
+
 impl FileConfig {
     /// Reads and parses a config file.
     pub fn read(path: &Path) -> Result<Self> {

@@ -8,11 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use sluice_core::compaction::PartSize;
-use sluice_sinks::lake::{LiveFile, footer_bytes, live_files};
+use sluice_sinks::lake::{LiveFile, footer_bytes, live_files, part_sizes};
 
 use crate::compact::{human_bytes, lake_tables};
-use crate::config::{FileConfig, Overrides};
+use crate::config::load_settings;
 
 /// `sluice parts` flags.
 #[derive(Debug, Args)]
@@ -45,14 +44,7 @@ struct PartitionRow {
 }
 
 pub async fn run(args: PartsArgs) -> Result<ExitCode> {
-    let file = match &args.config {
-        Some(path) => FileConfig::read(path)?,
-        None => FileConfig::default(),
-    };
-    let settings = file.resolve(Overrides {
-        data_dir: args.data_dir,
-        ..Overrides::default()
-    })?;
+    let settings = load_settings(args.config.as_deref(), args.data_dir)?;
     let policy = settings.compaction.policy;
     let mut rows = Vec::new();
     for table in lake_tables(&settings)? {
@@ -68,14 +60,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
                 .push(file);
         }
         for (partition, files) in by_partition {
-            let sizes: Vec<PartSize> = files
-                .iter()
-                .map(|f| PartSize {
-                    bytes: f.bytes,
-                    rows: f.rows.unwrap_or(0),
-                })
-                .collect();
-            let merges = policy.plan(&sizes);
+            let merges = policy.plan(&part_sizes(&files));
             let footers = files
                 .iter()
                 .map(|f| footer_bytes(&f.path))

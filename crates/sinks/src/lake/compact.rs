@@ -16,18 +16,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arrow::array::RecordBatch;
 use arrow::compute::{BatchCoalescer, concat_batches};
-use deltalake_core::kernel::Add;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::KeyValue;
-use sluice_core::compaction::{CompactionPolicy, PartSize};
+use sluice_core::compaction::CompactionPolicy;
 use sluice_core::{PartitionKey, SinkError, TableDef};
 use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
-use super::delta::{LogFile, TableLog};
+use super::delta::{TableLog, add_action};
 use super::part::{
     COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, compacted_name, write_file,
 };
+use super::read::{LiveFile, part_sizes};
 
 const SINK: &str = "lake";
 
@@ -79,22 +79,15 @@ pub(crate) async fn compact(
             .collect();
         (files, keys)
     };
-    let mut by_partition: BTreeMap<PartitionKey, Vec<LogFile>> = BTreeMap::new();
+    let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
     for (file, key) in files.into_iter().zip(partition_of) {
         if is_ours(&file.relative) {
             by_partition.entry(key).or_default().push(file);
         }
     }
-    let mut merges: Vec<(PartitionKey, Vec<LogFile>)> = Vec::new();
+    let mut merges: Vec<(PartitionKey, Vec<LiveFile>)> = Vec::new();
     for (key, files) in by_partition {
-        let sizes: Vec<PartSize> = files
-            .iter()
-            .map(|f| PartSize {
-                bytes: f.bytes,
-                rows: f.rows.unwrap_or(0),
-            })
-            .collect();
-        for merge in policy.plan(&sizes) {
+        for merge in policy.plan(&part_sizes(&files)) {
             let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
             merges.push((key.clone(), inputs));
         }
@@ -108,10 +101,9 @@ pub(crate) async fn compact(
     for (key, inputs) in merges {
         let config = config.clone();
         let def = table.clone();
-        let dir = log.lock().await.dir().to_owned();
         let reads = inputs.clone();
         let (part, rows) = tokio::task::spawn_blocking(move || {
-            let batches = read_inputs(&dir, &reads)?;
+            let batches = read_inputs(&reads)?;
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             let batches = sorted(&def, batches)?;
             let folder = reads[0]
@@ -134,19 +126,7 @@ pub(crate) async fn compact(
         .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))??;
 
         let mut log = log.lock().await;
-        let add = Add {
-            path: part.relative.clone(),
-            partition_values: inputs[0].partition_values.clone(),
-            size: i64::try_from(part.bytes).unwrap_or(i64::MAX),
-            modification_time: chrono::Utc::now().timestamp_millis(),
-            data_change: false,
-            stats: Some(part.stats.clone()),
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        };
+        let add = add_action(&part, inputs[0].partition_values.clone(), false);
         match log
             .commit_compaction(&inputs, add, policy.target_bytes)
             .await
@@ -234,7 +214,7 @@ fn is_ours(relative: &str) -> bool {
 }
 
 /// Reads every input file, spreading them over one thread per core.
-fn read_inputs(dir: &Path, inputs: &[LogFile]) -> Result<Vec<RecordBatch>, SinkError> {
+fn read_inputs(inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -247,7 +227,7 @@ fn read_inputs(dir: &Path, inputs: &[LogFile]) -> Result<Vec<RecordBatch>, SinkE
                 scope.spawn(move || {
                     let mut out = Vec::new();
                     for file in files {
-                        out.extend(read_file(&dir.join(&file.relative))?);
+                        out.extend(read_file(&file.path)?);
                     }
                     Ok(out)
                 })

@@ -40,6 +40,8 @@ use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
 use url::Url;
 
 use super::config::LakeConfig;
+use super::part::WrittenPart;
+use super::read::{LiveFile, files_of};
 use super::schema::delta_columns;
 use crate::{fsio, ledger};
 
@@ -298,19 +300,9 @@ impl TableLog {
     }
 
     /// The files the table holds, as of the newest version.
-    pub(crate) async fn live_files(&mut self) -> Result<Vec<LogFile>, SinkError> {
+    pub(crate) async fn live_files(&mut self) -> Result<Vec<LiveFile>, SinkError> {
         self.refresh().await?;
-        Ok(self
-            .state
-            .log_data()
-            .iter()
-            .map(|file| LogFile {
-                relative: file.path().into_owned(),
-                bytes: u64::try_from(file.size()).unwrap_or(0),
-                rows: file.num_records().map(|n| n as u64),
-                partition_values: file.partition_values_map(),
-            })
-            .collect())
+        Ok(files_of(&self.dir, &self.state))
     }
 
     /// Swaps `inputs` for `output` in one commit that changes no data (`dataChange=false`), so
@@ -324,7 +316,7 @@ impl TableLog {
     /// racers that read the same version, the second conflicts and is refused.
     pub(crate) async fn commit_compaction(
         &mut self,
-        inputs: &[LogFile],
+        inputs: &[LiveFile],
         output: Add,
         target_bytes: u64,
     ) -> Result<bool, SinkError> {
@@ -464,21 +456,30 @@ impl TableLog {
     }
 }
 
-/// A file of the table as the log describes it.
-#[derive(Debug, Clone)]
-pub(crate) struct LogFile {
-    /// Its path from the table's folder (URI-decoded).
-    pub(crate) relative: String,
-    /// Its size.
-    pub(crate) bytes: u64,
-    /// Its rows, when its statistics say.
-    pub(crate) rows: Option<u64>,
-    /// Its partition values.
-    pub(crate) partition_values: HashMap<String, Option<String>>,
-}
-
 /// The application id that guards compaction commits.
 const COMPACTOR_APP: &str = "sluice/compactor";
+
+/// The Delta `add` action for a file just written into `partition_values`: `data_change` for a
+/// flush's new rows, not for a compaction's rewrite of rows the table holds.
+pub(crate) fn add_action(
+    part: &WrittenPart,
+    partition_values: HashMap<String, Option<String>>,
+    data_change: bool,
+) -> Add {
+    Add {
+        path: part.relative.clone(),
+        partition_values,
+        size: i64::try_from(part.bytes).unwrap_or(i64::MAX),
+        modification_time: chrono::Utc::now().timestamp_millis(),
+        data_change,
+        stats: Some(part.stats.clone()),
+        tags: None,
+        deletion_vector: None,
+        base_row_id: None,
+        default_row_commit_version: None,
+        clustering_provider: None,
+    }
+}
 
 /// The partition values of a file of `partition`, as the log records them.
 pub(crate) fn partition_values(

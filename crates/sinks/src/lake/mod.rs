@@ -60,5 +60,5 @@ pub use config::{
 pub use delta::DELTA_LOG_DIR;
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
 pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
-pub use read::{LiveFile, footer_bytes, live_files, live_files_blocking};
+pub use read::{LiveFile, footer_bytes, live_files, live_files_blocking, part_sizes};
 pub use sink::LakeSink;

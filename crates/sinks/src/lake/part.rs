@@ -79,18 +79,19 @@ pub(crate) struct WrittenPart {
     pub(crate) stats: String,
 }
 
-/// Writes `batch` as one part of `table` and makes it durable. `schema` is the table's file
-/// schema ([`super::schema::file_schema`]).
+/// Writes `batch` as one part of `table` (durable unless `sync` says otherwise). `schema` is
+/// the table's file schema ([`super::schema::file_schema`]).
 pub(crate) fn write_part(
     config: &LakeConfig,
     table: &TableDef,
     schema: &SchemaRef,
     id: &FlushId,
-    batch: RecordBatch,
+    batch: &RecordBatch,
+    sync: FileSync,
 ) -> Result<WrittenPart, SinkError> {
     let key_name = table.partition().key_name();
     let folder = partition_dir_name(key_name.as_deref(), &id.partition);
-    let batch = to_file_batch(table, schema, &batch)?;
+    let batch = to_file_batch(table, schema, batch)?;
     let name = part_name(id.first_seq, id.last_seq);
     let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
     write_file(
@@ -100,7 +101,7 @@ pub(crate) fn write_part(
         &name,
         &[batch],
         footer,
-        FileSync::Durable,
+        sync,
     )
 }
 

@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use deltalake_core::table::state::DeltaTableState;
 use deltalake_core::{DeltaTableBuilder, DeltaTableError};
 use sluice_core::SinkError;
+use sluice_core::compaction::PartSize;
 
 use super::delta::{DELTA_LOG_DIR, table_url};
 
@@ -18,6 +20,8 @@ const SINK: &str = "lake";
 pub struct LiveFile {
     /// Where the file is.
     pub path: PathBuf,
+    /// Its path from the table's folder, as the log names it (URI-decoded).
+    pub relative: String,
     /// Its partition values, by partition column (`None`: null).
     pub partition_values: HashMap<String, Option<String>>,
     /// Its size in bytes.
@@ -44,18 +48,38 @@ pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
         .await
         .map_err(failed)?;
     let state = table.snapshot().map_err(failed)?;
-    let mut files: Vec<LiveFile> = state
-        .log_data()
-        .iter()
-        .map(|file| LiveFile {
-            path: dir.join(file.path().as_ref()),
-            partition_values: file.partition_values_map(),
-            bytes: u64::try_from(file.size()).unwrap_or(0),
-            rows: file.num_records().map(|n| n as u64),
-        })
-        .collect();
+    let mut files = files_of(dir, state);
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
+}
+
+/// The files of a table state in `dir`.
+pub(crate) fn files_of(dir: &Path, state: &DeltaTableState) -> Vec<LiveFile> {
+    state
+        .log_data()
+        .iter()
+        .map(|file| {
+            let relative = file.path().into_owned();
+            LiveFile {
+                path: dir.join(&relative),
+                relative,
+                partition_values: file.partition_values_map(),
+                bytes: u64::try_from(file.size()).unwrap_or(0),
+                rows: file.num_records().map(|n| n as u64),
+            }
+        })
+        .collect()
+}
+
+/// The files as the compaction policy sees them.
+pub fn part_sizes(files: &[LiveFile]) -> Vec<PartSize> {
+    files
+        .iter()
+        .map(|f| PartSize {
+            bytes: f.bytes,
+            rows: f.rows.unwrap_or(0),
+        })
+        .collect()
 }
 
 /// The bytes of a Parquet file's footer: its metadata plus the 8-byte tail (metadata length

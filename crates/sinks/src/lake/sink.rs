@@ -7,23 +7,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use deltalake_core::kernel::Add;
-use parquet::file::metadata::KeyValue;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::sink::BoxFuture;
 use sluice_core::{
-    FlushBatch, Landed, PartitionKey, PartitionParts, Sink, SinkError, TableDef, TableName,
+    FlushBatch, FlushId, Landed, PartitionKey, PartitionParts, Sink, SinkError, TableDef, TableName,
 };
 use tokio::sync::Mutex;
 
 use super::compact::{self, CompactionReport};
 use super::config::LakeConfig;
-use super::delta::{PartCounts, TableLog, partition_values};
-use super::part::{
-    FLUSH_ID_KEY, FileSync, WrittenPart, compacted_name, is_temporary, write_file, write_part,
-};
-use super::path::partition_dir_name;
-use super::schema::{file_schema, to_file_batch};
+use super::delta::{PartCounts, TableLog, add_action, partition_values};
+use super::part::{FileSync, WrittenPart, is_temporary, write_part};
+use super::schema::file_schema;
 use super::writer::writer_id;
 use crate::fsio;
 
@@ -121,7 +116,7 @@ impl LakeSink {
             let columns = log.partition_columns().to_vec();
             let adds = parts
                 .iter()
-                .map(|(key, part)| add_action(part, &columns, key))
+                .map(|(key, part)| add_action(part, partition_values(&columns, key), true))
                 .collect();
             log.commit_files(adds).await?;
             files += parts.len() as u64;
@@ -293,13 +288,21 @@ impl Sink for LakeSink {
             let id = flush.id.clone();
             let part = tokio::task::spawn_blocking(move || {
                 let schema = file_schema(&table);
-                write_part(&config, &table, &schema, &id, flush.batch)
+                write_part(
+                    &config,
+                    &table,
+                    &schema,
+                    &id,
+                    &flush.batch,
+                    FileSync::Durable,
+                )
             })
             .await
             .map_err(|e| SinkError::retriable(SINK, format!("write task failed: {e}")))??;
 
             let mut log = log.lock().await;
-            let add = add_action(&part, log.partition_columns(), &flush.id.partition);
+            let values = partition_values(log.partition_columns(), &flush.id.partition);
+            let add = add_action(&part, values, true);
             let committed = log
                 .commit_flush(&self.writer, &flush.id.partition, flush.id.last_seq, add)
                 .await;
@@ -337,7 +340,6 @@ fn bulk_write(
     sync: FileSync,
 ) -> Result<Vec<(PartitionKey, WrittenPart)>, SinkError> {
     let schema = file_schema(table);
-    let key_name = table.partition().key_name();
     let mut pieces = Vec::new();
     for batch in batches {
         let split = table
@@ -352,25 +354,20 @@ fn bulk_write(
         let handles: Vec<_> = pieces
             .chunks(chunk)
             .map(|pieces| {
-                let (schema, key_name) = (&schema, key_name.as_deref());
+                let schema = &schema;
                 scope.spawn(move || {
                     pieces
                         .iter()
                         .map(|(key, batch)| {
-                            let batch = to_file_batch(table, schema, batch)?;
-                            let folder = partition_dir_name(key_name, key);
-                            let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), "bulk".to_owned());
-                            let name = compacted_name();
-                            write_file(
-                                config,
-                                table,
-                                folder.as_deref(),
-                                &name,
-                                &[batch],
-                                footer,
-                                sync,
-                            )
-                            .map(|part| (key.clone(), part))
+                            // Bulk files carry no inserts: sequence range 0-0.
+                            let id = FlushId {
+                                table: table.name().clone(),
+                                partition: key.clone(),
+                                first_seq: 0,
+                                last_seq: 0,
+                            };
+                            write_part(config, table, schema, &id, batch, sync)
+                                .map(|part| (key.clone(), part))
                         })
                         .collect::<Result<Vec<_>, SinkError>>()
                 })
@@ -386,23 +383,6 @@ fn bulk_write(
         }
         Ok(out)
     })
-}
-
-/// The Delta `add` action for a part just written.
-fn add_action(part: &WrittenPart, partition_columns: &[String], partition: &PartitionKey) -> Add {
-    Add {
-        path: part.relative.clone(),
-        partition_values: partition_values(partition_columns, partition),
-        size: i64::try_from(part.bytes).unwrap_or(i64::MAX),
-        modification_time: chrono::Utc::now().timestamp_millis(),
-        data_change: true,
-        stats: Some(part.stats.clone()),
-        tags: None,
-        deletion_vector: None,
-        base_row_id: None,
-        default_row_commit_version: None,
-        clustering_provider: None,
-    }
 }
 
 fn remove_orphan(path: &Path) {
