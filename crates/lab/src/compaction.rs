@@ -83,7 +83,8 @@ ds.write_dataset(dataset, out, format="parquet", file_options=options,
 seconds = time.perf_counter() - started
 written = [os.path.join(root, f) for root, _, fs in os.walk(out) for f in fs]
 print(json.dumps({"seconds": seconds, "files_out": len(written),
-                  "bytes_out": sum(os.path.getsize(f) for f in written)}))
+                  "bytes_out": sum(os.path.getsize(f) for f in written)}), flush=True)
+os._exit(0)
 "#;
 
 /// Runs the experiment. `progress` hears each step's name.

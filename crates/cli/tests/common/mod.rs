@@ -138,12 +138,14 @@ pub fn python() -> PathBuf {
 /// under `"None"`).
 pub fn delta_read(dir: &Path, column: &str) -> serde_json::Value {
     const SCRIPT: &str = r#"
-import collections, json, sys
+import collections, json, os, sys
 from deltalake import DeltaTable
 table = DeltaTable(sys.argv[1])
 rows = table.to_pyarrow_table()
 counts = collections.Counter(str(v) for v in rows.column(sys.argv[2]).to_pylist())
-print(json.dumps({"rows": rows.num_rows, "version": table.version(), "counts": counts}))
+print(json.dumps({"rows": rows.num_rows, "version": table.version(), "counts": counts}), flush=True)
+# Skip interpreter teardown: deltalake's runtime can abort in it after the work is done.
+os._exit(0)
 "#;
     let output = std::process::Command::new(python())
         .args(["-c", SCRIPT])
