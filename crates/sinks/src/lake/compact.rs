@@ -24,6 +24,7 @@ use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
 use super::delta::{TableLog, add_action};
+use super::parallel::on_every_core;
 use super::part::{
     COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, compacted_name, write_file,
 };
@@ -215,38 +216,7 @@ fn is_ours(relative: &str) -> bool {
 
 /// Reads every input file, spreading them over one thread per core.
 fn read_inputs(inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(inputs.len().max(1));
-    let chunk = inputs.len().div_ceil(threads).max(1);
-    let results: Vec<Result<Vec<RecordBatch>, SinkError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = inputs
-            .chunks(chunk)
-            .map(|files| {
-                scope.spawn(move || {
-                    let mut out = Vec::new();
-                    for file in files {
-                        out.extend(read_file(&file.path)?);
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(SinkError::retriable(SINK, "a compaction reader panicked"))
-                })
-            })
-            .collect()
-    });
-    let mut batches = Vec::new();
-    for result in results {
-        batches.extend(result?);
-    }
-    Ok(batches)
+    on_every_core(inputs, |file| read_file(&file.path))
 }
 
 fn read_file(path: &Path) -> Result<Vec<RecordBatch>, SinkError> {

@@ -37,6 +37,7 @@
 //!   back what it holds, keep it short.
 //! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
 //!   deletion of replaced and orphaned files.
+//! - `parallel.rs`: per-file work spread over one thread per core.
 //! - `writer.rs`: this writer's identity.
 //! - `read.rs`: the files a table's log holds now, for readers outside the sink.
 //! - `sink.rs`: the [`sluice_core::Sink`] implementation.
@@ -44,6 +45,7 @@
 mod compact;
 mod config;
 mod delta;
+mod parallel;
 mod part;
 mod path;
 mod read;

@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 use super::compact::{self, CompactionReport};
 use super::config::LakeConfig;
 use super::delta::{PartCounts, TableLog, add_action, partition_values};
+use super::parallel::on_every_core;
 use super::part::{FileSync, WrittenPart, is_temporary, write_part};
 use super::schema::file_schema;
 use super::writer::writer_id;
@@ -348,40 +349,16 @@ fn bulk_write(
             .map_err(|e| SinkError::permanent(SINK, e.to_string()))?;
         pieces.extend(split);
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = pieces.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = pieces
-            .chunks(chunk)
-            .map(|pieces| {
-                let schema = &schema;
-                scope.spawn(move || {
-                    pieces
-                        .iter()
-                        .map(|(key, batch)| {
-                            // Bulk files carry no inserts: sequence range 0-0.
-                            let id = FlushId {
-                                table: table.name().clone(),
-                                partition: key.clone(),
-                                first_seq: 0,
-                                last_seq: 0,
-                            };
-                            write_part(config, table, schema, &id, batch, sync)
-                                .map(|part| (key.clone(), part))
-                        })
-                        .collect::<Result<Vec<_>, SinkError>>()
-                })
-            })
-            .collect();
-        let mut out = Vec::new();
-        for handle in handles {
-            out.extend(
-                handle.join().unwrap_or_else(|_| {
-                    Err(SinkError::retriable(SINK, "a bulk writer panicked"))
-                })?,
-            );
-        }
-        Ok(out)
+    on_every_core(&pieces, |(key, batch)| {
+        // Bulk files carry no inserts: sequence range 0-0.
+        let id = FlushId {
+            table: table.name().clone(),
+            partition: key.clone(),
+            first_seq: 0,
+            last_seq: 0,
+        };
+        let part = write_part(config, table, &schema, &id, batch, sync)?;
+        Ok(vec![(key.clone(), part)])
     })
 }
 
