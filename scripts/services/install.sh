@@ -32,3 +32,7 @@ if ! "$venv/bin/python" -c 'import deltalake, pyarrow' 2>/dev/null; then
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow==26.0.1'
 fi
+
+# The S3-compatible server the object-store lake test writes to (s3s-fs, built from crates.io
+# into target/tools once; see scripts/services/s3.sh).
+"$(dirname "$0")/s3.sh" install >/dev/null

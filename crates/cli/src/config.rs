@@ -21,6 +21,7 @@ use sluice_pipeline::{
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT, Limits};
+use sluice_sinks::lake::LakeRoot;
 use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
 
 /// The default data directory, relative to where sluice runs.
@@ -117,9 +118,14 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LakeFileConfig {
-    /// Where the lake's tables live (default: the data directory). Several sluice processes,
-    /// each with its own data directory, may share one root.
-    pub root: Option<PathBuf>,
+    /// Where the lake's tables live (default: the data directory): a folder, or an object
+    /// store URL (`s3://bucket/prefix`, `gs://...`, `az://...`). Several sluice processes, each
+    /// with its own data directory, may share one root.
+    pub root: Option<String>,
+    /// Object-store options (`aws_endpoint`, `aws_region`, `aws_access_key_id`, ...), over the
+    /// environment's `AWS_*`, `GOOGLE_*` and `AZURE_*` variables.
+    #[serde(default)]
+    pub storage: BTreeMap<String, String>,
     /// zstd level.
     pub zstd_level: Option<i32>,
     /// Rows per row group.
@@ -372,8 +378,22 @@ impl FileConfig {
         }
         let mut lake = LakeConfig::new(&data_dir);
         if let Some(root) = &self.lake.root {
-            lake.root = root.clone();
+            lake.root =
+                LakeRoot::parse(root).map_err(|reason| ConfigError::new("lake.root", reason))?;
         }
+        if !self.lake.storage.is_empty() && lake.root.folder().is_some() {
+            return Err(ConfigError::new(
+                "lake.storage",
+                "object-store options need an object-store root (lake.root = \"s3://...\")",
+            )
+            .into());
+        }
+        lake.storage_options = self
+            .lake
+            .storage
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if let Some(interval) = self.lake.checkpoint_interval {
             if interval == 0 {
                 return Err(ConfigError::new(

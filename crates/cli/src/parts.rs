@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use sluice_sinks::lake::{LiveFile, footer_bytes, live_files, part_sizes};
+use sluice_sinks::lake::{LakeTable, LiveFile, part_sizes};
 
 use crate::compact::{human_bytes, lake_tables};
 use crate::config::load_settings;
@@ -48,12 +48,14 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     let policy = settings.compaction.policy;
     let mut rows = Vec::new();
     for table in lake_tables(&settings)? {
-        let dir = settings.lake.root.join(table.name().as_str());
-        let files = live_files(&dir)
+        let Some(lake_table) = LakeTable::open(&settings.lake, table.name().as_str())
             .await
-            .with_context(|| format!("cannot read table {}", table.name()))?;
+            .with_context(|| format!("cannot read table {}", table.name()))?
+        else {
+            continue;
+        };
         let mut by_partition: BTreeMap<String, Vec<LiveFile>> = BTreeMap::new();
-        for file in files {
+        for file in lake_table.live_files().iter().cloned() {
             by_partition
                 .entry(partition_label(&file))
                 .or_default()
@@ -61,11 +63,10 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
         }
         for (partition, files) in by_partition {
             let merges = policy.plan(&part_sizes(&files));
-            let footers = files
+            let footers: u64 = tokio::task::block_in_place(|| lake_table.footer_bytes(&files))
+                .with_context(|| format!("cannot read the footers of table {}", table.name()))?
                 .iter()
-                .map(|f| footer_bytes(&f.path))
-                .sum::<std::io::Result<u64>>()
-                .with_context(|| format!("cannot read the footers of table {}", table.name()))?;
+                .sum();
             let bytes: u64 = files.iter().map(|f| f.bytes).sum();
             rows.push(PartitionRow {
                 table: table.name().to_string(),

@@ -26,6 +26,12 @@ fn bad_settings_are_refused_with_their_name() {
         ),
         ("[tables.t]\ncolumns = []\n", "tables.t.columns"),
         ("lisen = \"x\"\n", "unknown field `lisen`"),
+        ("[lake]\nroot = \"ftp://host/lake\"\n", "lake.root"),
+        ("[lake]\nroot = \"s3:///no-bucket\"\n", "names no bucket"),
+        (
+            "[lake.storage]\naws_region = \"us-east-1\"\n",
+            "object-store options need an object-store root",
+        ),
     ];
     for (config, says) in cases {
         let (ok, stderr) = serve_with(config);

@@ -125,7 +125,7 @@ pub async fn run(
             let list = config.dir.join("inputs.txt");
             let text: String = inputs
                 .iter()
-                .map(|f| format!("{}\n", f.path.display()))
+                .map(|f| format!("{}\n", table_dir.join(&f.relative).display()))
                 .collect();
             std::fs::write(&list, text).map_err(|e| e.to_string())?;
             match run_pyarrow(python, &list, &config.dir.join("pyarrow")) {

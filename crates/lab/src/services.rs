@@ -1,5 +1,6 @@
-//! Real PostgreSQL and ClickHouse servers for tests and labs, started by the project's own
-//! scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when dropped.
+//! Real PostgreSQL, ClickHouse and S3-compatible servers for tests and labs, started by the
+//! project's own scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when
+//! dropped.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -157,6 +158,62 @@ impl ClickHouse {
 }
 
 impl Drop for ClickHouse {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A throwaway S3-compatible server (s3s-fs, an S3 server over a folder) with one bucket.
+pub struct S3 {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The bucket made for the caller.
+    pub bucket: String,
+    dir: tempfile::TempDir,
+}
+
+impl S3 {
+    /// The access key the server accepts.
+    pub const ACCESS_KEY: &'static str = "sluice";
+    /// Its secret.
+    pub const SECRET_KEY: &'static str = "sluice-secret";
+
+    /// Starts a fresh server with an empty bucket `bucket`.
+    pub fn start(bucket: &str) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-s3-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let port = free_port().map_err(|e| e.to_string())?;
+        let path = dir.path().to_string_lossy().into_owned();
+        let endpoint = run("s3.sh", &["start", &path, &port.to_string()])?;
+        // A bucket of s3s-fs is a folder of its data folder.
+        std::fs::create_dir_all(dir.path().join("data").join(bucket)).map_err(|e| e.to_string())?;
+        Ok(Self {
+            endpoint,
+            bucket: bucket.to_owned(),
+            dir,
+        })
+    }
+
+    /// The `[lake.storage]` options (object_store's names) that reach this server.
+    pub fn storage_options(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("aws_endpoint", self.endpoint.clone()),
+            ("aws_access_key_id", Self::ACCESS_KEY.to_owned()),
+            ("aws_secret_access_key", Self::SECRET_KEY.to_owned()),
+            ("aws_region", "us-east-1".to_owned()),
+            ("aws_allow_http", "true".to_owned()),
+        ]
+    }
+
+    /// Stops the server.
+    pub fn stop(&self) -> Result<(), String> {
+        run("s3.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+}
+
+impl Drop for S3 {
     fn drop(&mut self) {
         let _ = self.stop();
     }

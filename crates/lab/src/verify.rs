@@ -13,9 +13,12 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 /// The data files of `table` under `data_dir` that its Delta log holds now, sorted. Files no
 /// commit references (an interrupted flush) are not rows of the table and are left out.
 pub fn part_files(data_dir: &Path, table: &str) -> Result<Vec<PathBuf>, String> {
-    let files = sluice_sinks::lake::live_files_blocking(&data_dir.join(table))
-        .map_err(|e| e.to_string())?;
-    Ok(files.into_iter().map(|file| file.path).collect())
+    let dir = data_dir.join(table);
+    let files = sluice_sinks::lake::live_files_blocking(&dir).map_err(|e| e.to_string())?;
+    Ok(files
+        .into_iter()
+        .map(|file| dir.join(file.relative))
+        .collect())
 }
 
 /// How often each `id` appears in the parts of `table`.

@@ -105,7 +105,7 @@ fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
     let mut counts = HashMap::new();
     // The files the table's Delta log holds: a file no commit references is not in the table.
     for file in sluice_sinks::lake::live_files_blocking(&dir.join("t")).unwrap() {
-        let path = file.path;
+        let path = dir.join("t").join(file.relative);
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
             .unwrap()
             .build()

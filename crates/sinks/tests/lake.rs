@@ -54,10 +54,11 @@ async fn ids(dir: &std::path::Path) -> (Vec<i64>, HashMap<i64, usize>) {
     let mut order = Vec::new();
     let mut counts = HashMap::new();
     for file in live_files(dir).await.unwrap() {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&file.path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(File::open(dir.join(&file.relative)).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
         for batch in reader {
             for id in batch
                 .unwrap()
@@ -109,8 +110,8 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     let partition_dir = table_dir.join("service=api");
     let old_orphan = partition_dir.join("part-orphan-old.parquet");
     let new_orphan = partition_dir.join("part-orphan-new.parquet");
-    std::fs::copy(&before[0].path, &old_orphan).unwrap();
-    std::fs::copy(&before[0].path, &new_orphan).unwrap();
+    std::fs::copy(table_dir.join(&before[0].relative), &old_orphan).unwrap();
+    std::fs::copy(table_dir.join(&before[0].relative), &new_orphan).unwrap();
     File::options()
         .write(true)
         .open(&old_orphan)
@@ -140,7 +141,8 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     // stays.
     assert_eq!(report.files_deleted, 9, "{report:?}");
     for file in &before {
-        assert!(!file.path.exists(), "{} kept", file.path.display());
+        let path = table_dir.join(&file.relative);
+        assert!(!path.exists(), "{} kept", path.display());
     }
     assert!(!old_orphan.exists());
     assert!(new_orphan.exists());

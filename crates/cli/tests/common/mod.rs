@@ -32,8 +32,20 @@ pub fn load_config(
     id_offset: u64,
     ack: &str,
 ) -> LoadConfig {
+    load_config_for(server.addr, endpoint, producers, rows, id_offset, ack)
+}
+
+/// [`load_config`] for the server at `addr`.
+pub fn load_config_for(
+    addr: SocketAddr,
+    endpoint: Endpoint,
+    producers: usize,
+    rows: u64,
+    id_offset: u64,
+    ack: &str,
+) -> LoadConfig {
     LoadConfig {
-        addr: server.addr,
+        addr,
         table: "load".into(),
         endpoint,
         producers,
@@ -137,26 +149,40 @@ pub fn python() -> PathBuf {
 /// (delta-rs): `{"rows": N, "version": V, "counts": {value of column: count}}` (null counts
 /// under `"None"`).
 pub fn delta_read(dir: &Path, column: &str) -> serde_json::Value {
+    delta_read_at(&dir.to_string_lossy(), &[], column)
+}
+
+/// [`delta_read`] of the table at `location` (a folder or an object-store URL), opened with
+/// `options` (object_store's option names, as `[lake.storage]` takes them).
+pub fn delta_read_at(
+    location: &str,
+    options: &[(&str, String)],
+    column: &str,
+) -> serde_json::Value {
     const SCRIPT: &str = r#"
 import collections, json, os, sys
 from deltalake import DeltaTable
-table = DeltaTable(sys.argv[1])
+table = DeltaTable(sys.argv[1], storage_options=json.loads(sys.argv[3]))
 rows = table.to_pyarrow_table()
 counts = collections.Counter(str(v) for v in rows.column(sys.argv[2]).to_pylist())
 print(json.dumps({"rows": rows.num_rows, "version": table.version(), "counts": counts}), flush=True)
 # Skip interpreter teardown: deltalake's runtime can abort in it after the work is done.
 os._exit(0)
 "#;
+    let options: serde_json::Map<String, serde_json::Value> = options
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(v.clone())))
+        .collect();
     let output = std::process::Command::new(python())
         .args(["-c", SCRIPT])
-        .arg(dir)
+        .arg(location)
         .arg(column)
+        .arg(serde_json::Value::Object(options).to_string())
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "the Python reader failed on {}: {}",
-        dir.display(),
+        "the Python reader failed on {location}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).unwrap()

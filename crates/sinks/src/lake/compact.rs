@@ -9,8 +9,6 @@
 //! planned its scan on the old version a moment before the swap can still read them.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,6 +27,7 @@ use super::part::{
     COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, compacted_name, write_file,
 };
 use super::read::{LiveFile, part_sizes};
+use super::storage::TableFiles;
 
 const SINK: &str = "lake";
 
@@ -71,14 +70,14 @@ pub(crate) async fn compact(
     progress: Progress<'_>,
 ) -> Result<CompactionReport, SinkError> {
     let started = Instant::now();
-    let (files, partition_of) = {
+    let (files, partition_of, store) = {
         let mut log = log.lock().await;
         let files = log.live_files().await?;
         let keys: Vec<PartitionKey> = files
             .iter()
             .map(|f| log.partition_of(&f.partition_values))
             .collect();
-        (files, keys)
+        (files, keys, log.files().clone())
     };
     let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
     for (file, key) in files.into_iter().zip(partition_of) {
@@ -103,8 +102,9 @@ pub(crate) async fn compact(
         let config = config.clone();
         let def = table.clone();
         let reads = inputs.clone();
+        let target = store.clone();
         let (part, rows) = tokio::task::spawn_blocking(move || {
-            let batches = read_inputs(&reads)?;
+            let batches = read_inputs(&target, &reads)?;
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             let batches = sorted(&def, batches)?;
             let folder = reads[0]
@@ -115,6 +115,7 @@ pub(crate) async fn compact(
             let part = write_file(
                 &config,
                 &def,
+                &target,
                 folder.as_deref(),
                 &compacted_name(),
                 &batches,
@@ -143,11 +144,11 @@ pub(crate) async fn compact(
             }
             Ok(false) => {
                 report.lost_races += 1;
-                remove_quietly(&part.path);
+                discard(&store, part.relative);
             }
             Err(e) => {
                 if !log.is_uncertain() {
-                    remove_quietly(&part.path);
+                    discard(&store, part.relative);
                 }
                 return Err(e);
             }
@@ -166,7 +167,7 @@ pub(crate) async fn vacuum(
     log: &Arc<Mutex<TableLog>>,
     retention: Duration,
 ) -> Result<u64, SinkError> {
-    let (dir, live, removed) = {
+    let (files, live, removed) = {
         let mut log = log.lock().await;
         let live: HashSet<String> = log
             .live_files()
@@ -177,33 +178,35 @@ pub(crate) async fn vacuum(
         let cutoff = chrono::Utc::now().timestamp_millis()
             - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         let removed = log.removed_before(cutoff).await?;
-        (log.dir().to_owned(), live, removed)
+        (log.files().clone(), live, removed)
     };
     tokio::task::spawn_blocking(move || {
         let mut deleted = 0;
         for relative in removed {
-            if !live.contains(&relative) && delete(&dir.join(&relative)) {
+            if !live.contains(&relative) && files.delete(&relative) {
                 deleted += 1;
             }
         }
         let now = SystemTime::now();
-        for (relative, path) in data_files(&dir) {
-            if live.contains(&relative) {
-                continue;
-            }
-            let old = fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|at| now.duration_since(at).ok())
-                .is_some_and(|age| age > ORPHAN_GRACE);
-            if old && delete(&path) {
+        for (relative, modified) in files.data_files()? {
+            let old = now
+                .duration_since(modified)
+                .is_ok_and(|age| age > ORPHAN_GRACE);
+            if old && !live.contains(&relative) && files.delete(&relative) {
                 deleted += 1;
             }
         }
-        deleted
+        Ok(deleted)
     })
     .await
-    .map_err(|e| SinkError::retriable(SINK, format!("vacuum task failed: {e}")))
+    .map_err(|e| SinkError::retriable(SINK, format!("vacuum task failed: {e}")))?
+}
+
+/// Deletes a file no commit references, off the runtime's threads, without waiting: a file
+/// left behind is an orphan the vacuum deletes later.
+pub(crate) fn discard(files: &TableFiles, relative: String) {
+    let files = files.clone();
+    tokio::task::spawn_blocking(move || files.delete(&relative));
 }
 
 /// Whether sluice wrote this file. Compaction rewrites only its own files, whose paths it knows
@@ -215,16 +218,19 @@ fn is_ours(relative: &str) -> bool {
 }
 
 /// Reads every input file, spreading them over one thread per core.
-fn read_inputs(inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
-    on_every_core(inputs, |file| read_file(&file.path))
+fn read_inputs(files: &TableFiles, inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
+    on_every_core(inputs, |file| read_file(files, &file.relative))
 }
 
-fn read_file(path: &Path) -> Result<Vec<RecordBatch>, SinkError> {
+fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, SinkError> {
     let failed = |e: &dyn std::fmt::Display| {
-        SinkError::retriable(SINK, format!("cannot read {}: {e}", path.display()))
+        SinkError::retriable(
+            SINK,
+            format!("cannot read {}: {e}", files.describe(relative)),
+        )
     };
-    let file = File::open(path).map_err(|e| failed(&e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let source = files.open(relative)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(source)
         .and_then(|b| b.with_batch_size(64 * 1024).build())
         .map_err(|e| failed(&e))?;
     reader
@@ -264,45 +270,4 @@ fn sorted(table: &TableDef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch
         .sort(all)
         .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
     Ok(vec![sorted])
-}
-
-/// Every data file under a table's folder (not in `_`-folders), by path from the folder.
-fn data_files(dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    let mut stack = vec![(String::new(), dir.to_owned())];
-    while let Some((prefix, folder)) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&folder) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let relative = if prefix.is_empty() {
-                name.clone()
-            } else {
-                format!("{prefix}/{name}")
-            };
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if is_dir && !name.starts_with('_') {
-                stack.push((relative, entry.path()));
-            } else if !is_dir && name.starts_with(PART_PREFIX) && name.ends_with(PART_SUFFIX) {
-                out.push((relative, entry.path()));
-            }
-        }
-    }
-    out
-}
-
-fn delete(path: &Path) -> bool {
-    match fs::remove_file(path) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot delete a replaced file");
-            false
-        }
-    }
-}
-
-fn remove_quietly(path: &Path) {
-    let _ = fs::remove_file(path);
 }

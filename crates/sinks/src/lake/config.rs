@@ -1,7 +1,11 @@
-//! The lake sink's settings.
+//! The lake sink's settings, and where its tables live.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use url::Url;
 
 /// zstd level 3: zstd's own default, most of the size win of higher levels at a fraction of the
 /// CPU (seed 000's layouts were written with pyarrow's zstd default, also 3).
@@ -25,11 +29,116 @@ pub const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(10 * 60);
 /// raise it when readers run long queries.
 pub const DEFAULT_FILE_RETENTION: Duration = Duration::from_secs(5 * 60);
 
+/// Where a lake's tables (or one table) live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LakeRoot {
+    /// A local folder: files are fsynced and renamed into place, log entries fsynced.
+    Folder(PathBuf),
+    /// An object store: `s3://bucket/prefix/`, `gs://bucket/prefix/`, `az://container/prefix/`
+    /// (also `s3a`, `abfs`, `abfss`, `azure`, `adl`). Each file is one PUT; each commit is a
+    /// put-if-absent of the log entry (S3: `If-None-Match`, which AWS S3, MinIO and R2 honour).
+    /// Always ends with `/`.
+    Url(Url),
+}
+
+/// The URL schemes of object stores a lake can live in.
+pub const OBJECT_STORE_SCHEMES: &[&str] =
+    &["s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"];
+
+impl LakeRoot {
+    /// A folder path, a `file://` URL (a folder too) or an object-store URL.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if !text.contains("://") {
+            return Ok(Self::Folder(PathBuf::from(text)));
+        }
+        let url = Url::parse(text).map_err(|e| format!("'{text}' is not a URL: {e}"))?;
+        if url.scheme() == "file" {
+            return url
+                .to_file_path()
+                .map(Self::Folder)
+                .map_err(|()| format!("'{text}' is not a local path"));
+        }
+        if !OBJECT_STORE_SCHEMES.contains(&url.scheme()) {
+            return Err(format!(
+                "'{}' is not a storage sluice writes to: use a folder, file://, or one of {}",
+                url.scheme(),
+                OBJECT_STORE_SCHEMES
+                    .iter()
+                    .map(|s| format!("{s}://"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(format!("'{text}' names no bucket or container"));
+        }
+        Ok(Self::Url(with_trailing_slash(url)))
+    }
+
+    /// The location of table `name` under this root.
+    pub fn table(&self, name: &str) -> Self {
+        match self {
+            Self::Folder(dir) => Self::Folder(dir.join(name)),
+            Self::Url(url) => {
+                let mut url = url.clone();
+                url.path_segments_mut()
+                    .map(|mut segments| {
+                        segments.pop_if_empty().push(name);
+                    })
+                    .ok();
+                Self::Url(with_trailing_slash(url))
+            }
+        }
+    }
+
+    /// The local folder, when the root is one.
+    pub fn folder(&self) -> Option<&Path> {
+        match self {
+            Self::Folder(dir) => Some(dir),
+            Self::Url(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for LakeRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Folder(dir) => write!(f, "{}", dir.display()),
+            Self::Url(url) => write!(f, "{url}"),
+        }
+    }
+}
+
+impl From<PathBuf> for LakeRoot {
+    fn from(dir: PathBuf) -> Self {
+        Self::Folder(dir)
+    }
+}
+
+impl From<&Path> for LakeRoot {
+    fn from(dir: &Path) -> Self {
+        Self::Folder(dir.to_owned())
+    }
+}
+
+fn with_trailing_slash(mut url: Url) -> Url {
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    url
+}
+
 /// Where and how the lake writes parts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LakeConfig {
-    /// The root folder; each table is a Delta table in a folder under it.
-    pub root: PathBuf,
+    /// Where the tables are; each table is a Delta table in a folder (or prefix) under it.
+    pub root: LakeRoot,
+    /// Options for an object-store root, as object_store names them (`aws_endpoint`,
+    /// `aws_region`, `aws_access_key_id`, `google_service_account`, `azure_storage_account_name`,
+    /// ...). The environment's `AWS_*`, `GOOGLE_*` and `AZURE_*` variables are read too; these
+    /// win over them.
+    pub storage_options: HashMap<String, String>,
     /// The folder holding this writer's identity (`_sluice/writer-id`): the data directory,
     /// next to the write-ahead log whose sequence numbers the identity qualifies. Several
     /// writers may share `root`; each needs its own `state_dir`.
@@ -47,17 +156,51 @@ pub struct LakeConfig {
 }
 
 impl LakeConfig {
-    /// The defaults, rooted at `root`, with the writer's identity kept there too.
+    /// The defaults, rooted at the folder `root`, with the writer's identity kept there too.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
             state_dir: root.clone(),
-            root,
+            root: LakeRoot::Folder(root),
+            storage_options: HashMap::new(),
             zstd_level: DEFAULT_ZSTD_LEVEL,
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             log_retention: DEFAULT_LOG_RETENTION,
             file_retention: DEFAULT_FILE_RETENTION,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_parse_as_folders_or_object_store_urls() {
+        assert_eq!(
+            LakeRoot::parse("./sluice-data").unwrap(),
+            LakeRoot::Folder(PathBuf::from("./sluice-data"))
+        );
+        assert_eq!(
+            LakeRoot::parse("file:///var/lib/lake").unwrap(),
+            LakeRoot::Folder(PathBuf::from("/var/lib/lake"))
+        );
+        let root = LakeRoot::parse("s3://bucket/some/prefix").unwrap();
+        assert_eq!(root.to_string(), "s3://bucket/some/prefix/");
+        assert_eq!(
+            root.table("events").to_string(),
+            "s3://bucket/some/prefix/events/"
+        );
+        assert_eq!(
+            LakeRoot::parse("gs://bucket")
+                .unwrap()
+                .table("t")
+                .to_string(),
+            "gs://bucket/t/"
+        );
+        let err = LakeRoot::parse("ftp://host/x").unwrap_err();
+        assert!(err.contains("s3://"), "{err}");
+        assert!(LakeRoot::parse("s3:///prefix").is_err());
     }
 }

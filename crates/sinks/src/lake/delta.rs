@@ -13,9 +13,9 @@
 //!
 //! # Durability
 //!
-//! The local object store never fsyncs, so after each commit the new log entry (and a
-//! checkpoint, when one was made) and the `_delta_log` folder are fsynced here before the flush
-//! counts as landed.
+//! The local object store never fsyncs, so after each commit to a table in a folder the new log
+//! entry (and a checkpoint, when one was made) and the `_delta_log` folder are fsynced here
+//! before the flush counts as landed. In an object store a PUT that returned is durable.
 //!
 //! # Log size
 //!
@@ -24,7 +24,7 @@
 //! `log_retention` are removed.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,10 +39,11 @@ use deltalake_core::{DeltaTableBuilder, DeltaTableError, TableProperty};
 use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
 use url::Url;
 
-use super::config::LakeConfig;
+use super::config::{LakeConfig, LakeRoot};
 use super::part::WrittenPart;
 use super::read::{LiveFile, files_of};
 use super::schema::delta_columns;
+use super::storage::{TableFiles, register_object_stores, storage_options};
 use crate::{fsio, ledger};
 
 const SINK: &str = "lake";
@@ -52,7 +53,8 @@ pub const DELTA_LOG_DIR: &str = "_delta_log";
 
 /// One table's log, as this process last saw it.
 pub(crate) struct TableLog {
-    dir: PathBuf,
+    location: LakeRoot,
+    files: TableFiles,
     log_store: LogStoreRef,
     state: DeltaTableState,
     partition_columns: Vec<String>,
@@ -71,30 +73,32 @@ pub(crate) struct TableLog {
 pub(crate) type PartCounts = std::sync::RwLock<HashMap<PartitionKey, PartitionParts>>;
 
 impl TableLog {
-    /// Opens the table's log, creating the table when its folder has none. An existing table
-    /// must have the columns `table` describes.
+    /// Opens the table's log at `location`, creating the table when there is none. An
+    /// existing table must have the columns `table` describes.
     pub(crate) async fn open(
         config: &LakeConfig,
-        dir: &Path,
+        location: &LakeRoot,
         table: &TableDef,
     ) -> Result<Self, SinkError> {
-        let url = table_url(dir)?;
+        let (url, options) = table_url(location, &config.storage_options)?;
         let (fields, partition_columns) = delta_columns(table);
         let mut delta = DeltaTableBuilder::from_url(url.clone())
+            .map(|b| b.with_storage_options(options.clone()))
             .and_then(|b| b.build())
-            .map_err(|e| delta_error(dir, "open", e))?;
+            .map_err(|e| delta_error(location, "open", e))?;
         let exists = delta
             .verify_deltatable_existence()
             .await
-            .map_err(|e| delta_error(dir, "open", e))?;
+            .map_err(|e| delta_error(location, "open", e))?;
         if exists {
             delta
                 .load()
                 .await
-                .map_err(|e| delta_error(dir, "load", e))?;
+                .map_err(|e| delta_error(location, "load", e))?;
         } else {
             let created = CreateBuilder::new()
                 .with_location(url.as_str())
+                .with_storage_options(options.clone())
                 .with_table_name(table.name().as_str())
                 .with_columns(fields.clone())
                 .with_partition_columns(partition_columns.clone())
@@ -127,24 +131,28 @@ impl TableLog {
                     delta
                         .load()
                         .await
-                        .map_err(|e| delta_error(dir, "load", e))?;
+                        .map_err(|e| delta_error(location, "load", e))?;
                     delta
                 }
-                Err(e) => return Err(delta_error(dir, "create", e)),
+                Err(e) => return Err(delta_error(location, "create", e)),
             };
-            let log_dir = dir.join(DELTA_LOG_DIR);
-            sync_log(&log_dir, &[commit_file(0)])
-                .and_then(|()| fsio::sync_dir(dir))
-                .map_err(|e| io_error(&log_dir, e))?;
+            if let Some(dir) = location.folder() {
+                let log_dir = dir.join(DELTA_LOG_DIR);
+                sync_log(&log_dir, &[commit_file(0)])
+                    .and_then(|()| fsio::sync_dir(dir))
+                    .map_err(|e| io_error(&log_dir, e))?;
+            }
         }
         let state = delta
             .snapshot()
-            .map_err(|e| delta_error(dir, "load", e))?
+            .map_err(|e| delta_error(location, "load", e))?
             .clone();
-        check_columns(dir, &state, &fields, &partition_columns)?;
+        check_columns(location, &state, &fields, &partition_columns)?;
+        let log_store = delta.log_store();
         Ok(Self {
-            dir: dir.to_owned(),
-            log_store: delta.log_store(),
+            location: location.clone(),
+            files: TableFiles::new(&config.root, location, log_store.object_store(None)),
+            log_store,
             state,
             partition_columns,
             log_retention: config.log_retention,
@@ -260,7 +268,7 @@ impl TableLog {
                         source: TransactionError::CommitConflict(_)
                     }
                 );
-                return Err(delta_error(&self.dir, "commit to", e));
+                return Err(delta_error(&self.location, "commit to", e));
             }
         };
         self.uncertain = false;
@@ -268,16 +276,18 @@ impl TableLog {
         let checkpoint = finalized.metrics.new_checkpoint_created;
         self.state = finalized.snapshot();
         self.publish_counts();
-        let log_dir = self.dir.join(DELTA_LOG_DIR);
-        let mut files = vec![commit_file(version)];
-        if checkpoint {
-            files.push(format!("{version:020}.checkpoint.parquet"));
-            files.push("_last_checkpoint".to_owned());
+        if let Some(dir) = self.location.folder() {
+            let log_dir = dir.join(DELTA_LOG_DIR);
+            let mut files = vec![commit_file(version)];
+            if checkpoint {
+                files.push(format!("{version:020}.checkpoint.parquet"));
+                files.push("_last_checkpoint".to_owned());
+            }
+            sync_log(&log_dir, &files).map_err(|e| {
+                self.uncertain = true;
+                io_error(&log_dir, e)
+            })?;
         }
-        sync_log(&log_dir, &files).map_err(|e| {
-            self.uncertain = true;
-            io_error(&log_dir, e)
-        })?;
         if checkpoint {
             self.clean_log(version).await;
         }
@@ -291,10 +301,10 @@ impl TableLog {
             - i64::try_from(self.log_retention.as_millis()).unwrap_or(i64::MAX);
         match cleanup_expired_logs_for(version, self.log_store.as_ref(), cutoff, None).await {
             Ok(removed) => {
-                tracing::debug!(dir = %self.dir.display(), removed, "old log entries removed");
+                tracing::debug!(table = %self.location, removed, "old log entries removed");
             }
             Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot clean the Delta log");
+                tracing::warn!(table = %self.location, error = %e, "cannot clean the Delta log");
             }
         }
     }
@@ -302,7 +312,7 @@ impl TableLog {
     /// The files the table holds, as of the newest version.
     pub(crate) async fn live_files(&mut self) -> Result<Vec<LiveFile>, SinkError> {
         self.refresh().await?;
-        Ok(files_of(&self.dir, &self.state))
+        Ok(files_of(&self.state))
     }
 
     /// Swaps `inputs` for `output` in one commit that changes no data (`dataChange=false`), so
@@ -381,7 +391,7 @@ impl TableLog {
             .all_tombstones(self.log_store.as_ref())
             .try_collect()
             .await
-            .map_err(|e| delta_error(&self.dir, "read", e))?;
+            .map_err(|e| delta_error(&self.location, "read", e))?;
         Ok(tombstones
             .iter()
             .filter(|t| t.deletion_timestamp().is_some_and(|at| at < cutoff_ms))
@@ -389,9 +399,9 @@ impl TableLog {
             .collect())
     }
 
-    /// The table's folder.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+    /// The table's data files.
+    pub(crate) fn files(&self) -> &TableFiles {
+        &self.files
     }
 
     /// Rereads the log to its newest version and republishes the part counts.
@@ -399,7 +409,7 @@ impl TableLog {
         self.state
             .update(self.log_store.as_ref(), None)
             .await
-            .map_err(|e| delta_error(&self.dir, "load", e))?;
+            .map_err(|e| delta_error(&self.location, "load", e))?;
         self.publish_counts();
         Ok(())
     }
@@ -440,7 +450,7 @@ impl TableLog {
             .state
             .transaction_version(self.log_store.as_ref(), app)
             .await
-            .map_err(|e| delta_error(&self.dir, "read", e))?;
+            .map_err(|e| delta_error(&self.location, "read", e))?;
         Ok(version.and_then(|v| u64::try_from(v).ok()))
     }
 
@@ -503,15 +513,27 @@ pub(crate) fn app_id(writer: &str, partition: &PartitionKey) -> String {
     format!("sluice/{writer}/{}", ledger::key(partition))
 }
 
-/// A table folder as the URL deltalake-core takes.
-pub(crate) fn table_url(dir: &Path) -> Result<Url, SinkError> {
-    let absolute = std::path::absolute(dir).map_err(|e| io_error(dir, e))?;
-    Url::from_directory_path(&absolute).map_err(|()| {
-        SinkError::permanent(
-            SINK,
-            format!("{} cannot be a table location", absolute.display()),
-        )
-    })
+/// A table's location as the URL deltalake-core takes, with the options its store opens with.
+pub(crate) fn table_url(
+    location: &LakeRoot,
+    configured: &HashMap<String, String>,
+) -> Result<(Url, HashMap<String, String>), SinkError> {
+    match location {
+        LakeRoot::Folder(dir) => {
+            let absolute = std::path::absolute(dir).map_err(|e| io_error(dir, e))?;
+            let url = Url::from_directory_path(&absolute).map_err(|()| {
+                SinkError::permanent(
+                    SINK,
+                    format!("{} cannot be a table location", absolute.display()),
+                )
+            })?;
+            Ok((url, HashMap::new()))
+        }
+        LakeRoot::Url(url) => {
+            register_object_stores();
+            Ok((url.clone(), storage_options(url, configured)))
+        }
+    }
 }
 
 fn commit_file(version: u64) -> String {
@@ -533,7 +555,7 @@ fn sync_log(log_dir: &Path, files: &[String]) -> std::io::Result<()> {
 /// Refuses a table whose log describes other columns than sluice's layout: writing would make
 /// files its readers cannot read.
 fn check_columns(
-    dir: &Path,
+    dir: &LakeRoot,
     state: &DeltaTableState,
     fields: &[StructField],
     partition_columns: &[String],
@@ -542,10 +564,7 @@ fn check_columns(
     let mismatch = |what: String| {
         SinkError::permanent(
             SINK,
-            format!(
-                "the Delta table at {} does not match the table's layout: {what}",
-                dir.display()
-            ),
+            format!("the Delta table at {dir} does not match the table's layout: {what}"),
         )
     };
     for field in fields {
@@ -571,12 +590,12 @@ fn check_columns(
     Ok(())
 }
 
-fn delta_error(dir: &Path, action: &str, e: DeltaTableError) -> SinkError {
+fn delta_error(location: &LakeRoot, action: &str, e: DeltaTableError) -> SinkError {
     // Conflicts, I/O and object store failures pass; the log itself decides nothing permanent
     // about a batch, and a stalled table shows in /health.
     SinkError::retriable(
         SINK,
-        format!("cannot {action} the Delta log of {}: {e}", dir.display()),
+        format!("cannot {action} the Delta log of {location}: {e}"),
     )
     .with_source(e)
 }

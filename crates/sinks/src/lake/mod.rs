@@ -1,7 +1,8 @@
 //! The lake: Delta Lake tables of Parquet files, the embedded default.
 //!
 //! ```text
-//! LAKE ROOT (the data directory unless [lake] root says otherwise)/
+//! LAKE ROOT (the data directory unless [lake] root says otherwise; a folder or an object-store
+//! prefix, laid out the same)/
 //!   events/                          one Delta table per sluice table
 //!     _delta_log/                    the table's log: one JSON entry per commit, checkpoints
 //!     _sluice/table.json             the table's layout (catalog; skipped by readers)
@@ -32,7 +33,9 @@
 //! - `path.rs`: partition folder names.
 //! - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
 //! - `stats.rs`: per-file statistics for the log.
-//! - `part.rs`: writing one Parquet file: temporary name, fsync, rename, fsync the folder.
+//! - `part.rs`: encoding one Parquet file: name, settings, footer.
+//! - `storage.rs`: where a table's files live (a folder, or an object store for an `s3://`,
+//!   `gs://` or `az://` root): durable writes, reads, listing, deletion.
 //! - `delta.rs`: one table's Delta log: create, commit with the flush's identity, fsync, read
 //!   back what it holds, keep it short.
 //! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
@@ -52,15 +55,16 @@ mod read;
 mod schema;
 mod sink;
 mod stats;
+mod storage;
 mod writer;
 
 pub use compact::{CompactionReport, ORPHAN_GRACE};
 pub use config::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_ZSTD_LEVEL,
-    LakeConfig,
+    LakeConfig, LakeRoot, OBJECT_STORE_SCHEMES,
 };
 pub use delta::DELTA_LOG_DIR;
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
 pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
-pub use read::{LiveFile, footer_bytes, live_files, live_files_blocking, part_sizes};
+pub use read::{LakeTable, LiveFile, footer_bytes, live_files, live_files_blocking, part_sizes};
 pub use sink::LakeSink;

@@ -1,11 +1,6 @@
-//! Writing one part. The I/O of the lake sink lives here.
-//!
-//! Hazard, in order: write the Parquet file under a hidden temporary name, fsync it, rename it to
-//! its final name, fsync the folder. Readers (and a crash) see either no part or the whole part.
-//! A failed write removes its temporary file.
-
-use std::fs::{self, File};
-use std::path::{Path, PathBuf};
+//! Writing one part: its name, its Parquet settings (zstd, page statistics, sort key, the
+//! flush's identity in the footer). Where the bytes go, and how they are made durable, is
+//! [`TableFiles::write`].
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
@@ -20,7 +15,7 @@ use super::config::LakeConfig;
 use super::path::partition_dir_name;
 use super::schema::to_file_batch;
 use super::stats::file_stats;
-use crate::fsio;
+use super::storage::TableFiles;
 
 /// The Parquet footer key under which a compacted part records how many parts it replaced.
 pub const COMPACTED_FROM_KEY: &str = "sluice.compacted_from";
@@ -66,12 +61,10 @@ pub(crate) enum FileSync {
     Cached,
 }
 
-/// A part on disk, not yet in the table's log.
+/// A part written, not yet in the table's log.
 #[derive(Debug)]
 pub(crate) struct WrittenPart {
-    /// Where it is.
-    pub(crate) path: PathBuf,
-    /// Its path from the table's folder, `/`-separated, as written on disk (not URI-escaped).
+    /// Its path from the table's folder, `/`-separated, as written (not URI-escaped).
     pub(crate) relative: String,
     /// Its size.
     pub(crate) bytes: u64,
@@ -79,11 +72,12 @@ pub(crate) struct WrittenPart {
     pub(crate) stats: String,
 }
 
-/// Writes `batch` as one part of `table` (durable unless `sync` says otherwise). `schema` is
-/// the table's file schema ([`super::schema::file_schema`]).
+/// Writes `batch` as one part of `table` into `files` (durable unless `sync` says otherwise).
+/// `schema` is the table's file schema ([`super::schema::file_schema`]).
 pub(crate) fn write_part(
     config: &LakeConfig,
     table: &TableDef,
+    files: &TableFiles,
     schema: &SchemaRef,
     id: &FlushId,
     batch: &RecordBatch,
@@ -97,6 +91,7 @@ pub(crate) fn write_part(
     write_file(
         config,
         table,
+        files,
         folder.as_deref(),
         &name,
         &[batch],
@@ -106,75 +101,45 @@ pub(crate) fn write_part(
 }
 
 /// Writes `batches` (already in the table's file schema) as one file named `name` in `folder`
-/// of `table` (`None`: the table's own folder): a hidden temporary name, fsync, rename, fsync
-/// the folder. Readers (and a crash) see no file or the whole file.
+/// of the table (`None`: the table's own folder). Readers (and a crash) see no file or the
+/// whole file ([`TableFiles::write`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_file(
     config: &LakeConfig,
     table: &TableDef,
+    files: &TableFiles,
     folder: Option<&str>,
     name: &str,
     batches: &[RecordBatch],
     footer: KeyValue,
     sync: FileSync,
 ) -> Result<WrittenPart, SinkError> {
-    let table_dir = config.root.join(table.name().as_str());
-    let dir = match folder {
-        Some(folder) => table_dir.join(folder),
-        None => table_dir,
-    };
-    fsio::create_dir_durably(&config.root, &dir).map_err(|e| io_error(&dir, "create", e))?;
     let schema = batches
         .first()
         .map(RecordBatch::schema)
         .ok_or_else(|| SinkError::permanent(SINK, "a file needs at least one batch"))?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let path = dir.join(name);
-    let result = write_tmp(config, table, &schema, batches, footer, &tmp, sync).and_then(|bytes| {
-        fs::rename(&tmp, &path).map_err(|e| io_error(&path, "rename", e))?;
-        if sync == FileSync::Durable {
-            fsio::sync_dir(&dir).map_err(|e| io_error(&dir, "fsync", e))?;
+    let relative = match folder {
+        Some(folder) => format!("{folder}/{name}"),
+        None => name.to_owned(),
+    };
+    let props = properties(config, table, footer, &schema)?;
+    let describe = || files.describe(&relative);
+    let bytes = files.write(&relative, sync, |out| {
+        let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
+            .map_err(|e| parquet_error(&describe(), e))?;
+        for batch in batches {
+            writer
+                .write(batch)
+                .map_err(|e| parquet_error(&describe(), e))?;
         }
-        Ok(bytes)
-    });
-    match result {
-        Ok(bytes) => Ok(WrittenPart {
-            path,
-            relative: match folder {
-                Some(folder) => format!("{folder}/{name}"),
-                None => name.to_owned(),
-            },
-            bytes,
-            stats: file_stats(&schema, batches),
-        }),
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
-}
-
-fn write_tmp(
-    config: &LakeConfig,
-    table: &TableDef,
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-    footer: KeyValue,
-    tmp: &Path,
-    sync: FileSync,
-) -> Result<u64, SinkError> {
-    let mut file = File::create(tmp).map_err(|e| io_error(tmp, "create", e))?;
-    let props = properties(config, table, footer, schema)?;
-    let mut writer = ArrowWriter::try_new(&mut file, schema.clone(), Some(props))
-        .map_err(|e| parquet_error(tmp, e))?;
-    for batch in batches {
-        writer.write(batch).map_err(|e| parquet_error(tmp, e))?;
-    }
-    writer.close().map_err(|e| parquet_error(tmp, e))?;
-    if sync == FileSync::Durable {
-        file.sync_all().map_err(|e| io_error(tmp, "fsync", e))?;
-    }
-    let bytes = file.metadata().map_err(|e| io_error(tmp, "stat", e))?.len();
-    Ok(bytes)
+        writer.close().map_err(|e| parquet_error(&describe(), e))?;
+        Ok(())
+    })?;
+    Ok(WrittenPart {
+        relative,
+        bytes,
+        stats: file_stats(&schema, batches),
+    })
 }
 
 fn properties(
@@ -206,13 +171,8 @@ fn properties(
         .build())
 }
 
-fn io_error(path: &Path, action: &str, e: std::io::Error) -> SinkError {
-    // Every I/O failure (disk full, permissions fixed by an operator, a flaky mount) may pass.
-    SinkError::retriable(SINK, format!("cannot {action} {}: {e}", path.display())).with_source(e)
-}
-
-fn parquet_error(path: &Path, e: ParquetError) -> SinkError {
-    let message = format!("cannot write {}: {e}", path.display());
+fn parquet_error(what: &str, e: ParquetError) -> SinkError {
+    let message = format!("cannot write {what}: {e}");
     match e {
         ParquetError::External(_) | ParquetError::EOF(_) => {
             SinkError::retriable(SINK, message).with_source(e)

@@ -4,22 +4,23 @@
 //! awaiting deletion).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use deltalake_core::table::state::DeltaTableState;
 use deltalake_core::{DeltaTableBuilder, DeltaTableError};
 use sluice_core::SinkError;
 use sluice_core::compaction::PartSize;
 
+use super::config::{LakeConfig, LakeRoot};
 use super::delta::{DELTA_LOG_DIR, table_url};
+use super::parallel::on_every_core;
+use super::storage::TableFiles;
 
 const SINK: &str = "lake";
 
 /// One data file of a table, as its log describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveFile {
-    /// Where the file is.
-    pub path: PathBuf,
     /// Its path from the table's folder, as the log names it (URI-decoded).
     pub relative: String,
     /// Its partition values, by partition column (`None`: null).
@@ -30,43 +31,87 @@ pub struct LiveFile {
     pub rows: Option<u64>,
 }
 
-/// The files the Delta table in `dir` holds at its newest version; none when `dir` holds no
-/// Delta table.
-pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
-    if !dir.join(DELTA_LOG_DIR).is_dir() {
-        return Ok(Vec::new());
-    }
-    let failed = |e: DeltaTableError| {
-        SinkError::retriable(
-            SINK,
-            format!("cannot read the Delta log of {}: {e}", dir.display()),
-        )
-    };
-    let table = DeltaTableBuilder::from_url(table_url(dir)?)
-        .map_err(failed)?
-        .load()
-        .await
-        .map_err(failed)?;
-    let state = table.snapshot().map_err(failed)?;
-    let mut files = files_of(dir, state);
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(files)
+/// A lake table opened to read: the files its log holds at its newest version.
+pub struct LakeTable {
+    files: TableFiles,
+    live: Vec<LiveFile>,
 }
 
-/// The files of a table state in `dir`.
-pub(crate) fn files_of(dir: &Path, state: &DeltaTableState) -> Vec<LiveFile> {
+impl LakeTable {
+    /// Opens table `name` of the lake `config` describes; `None` when there is no Delta table
+    /// there.
+    pub async fn open(config: &LakeConfig, name: &str) -> Result<Option<Self>, SinkError> {
+        let location = config.root.table(name);
+        if let Some(dir) = location.folder()
+            && !dir.join(DELTA_LOG_DIR).is_dir()
+        {
+            return Ok(None);
+        }
+        let (url, options) = table_url(&location, &config.storage_options)?;
+        let failed = |e: DeltaTableError| {
+            SinkError::retriable(
+                SINK,
+                format!("cannot read the Delta log of {location}: {e}"),
+            )
+        };
+        let mut table = DeltaTableBuilder::from_url(url)
+            .map_err(failed)?
+            .with_storage_options(options)
+            .build()
+            .map_err(failed)?;
+        if !table.verify_deltatable_existence().await.map_err(failed)? {
+            return Ok(None);
+        }
+        table.load().await.map_err(failed)?;
+        let mut live = files_of(table.snapshot().map_err(failed)?);
+        live.sort_by(|a, b| a.relative.cmp(&b.relative));
+        let store = table.log_store().object_store(None);
+        Ok(Some(Self {
+            files: TableFiles::new(&config.root, &location, store),
+            live,
+        }))
+    }
+
+    /// The files the table holds, by path.
+    pub fn live_files(&self) -> &[LiveFile] {
+        &self.live
+    }
+
+    /// The footer size of each of `files` (metadata plus the 8-byte tail), read from their
+    /// tails, several at a time. Blocks: call it off the runtime's worker threads.
+    pub fn footer_bytes(&self, files: &[LiveFile]) -> Result<Vec<u64>, SinkError> {
+        on_every_core(files, |file| {
+            Ok(vec![self.files.footer_bytes(&file.relative, file.bytes)?])
+        })
+    }
+}
+
+/// The files the Delta table in the folder `dir` holds at its newest version; none when `dir`
+/// holds no Delta table.
+pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Ok(Vec::new());
+    };
+    let config = LakeConfig {
+        root: LakeRoot::Folder(parent.to_owned()),
+        ..LakeConfig::new(parent)
+    };
+    Ok(LakeTable::open(&config, &name.to_string_lossy())
+        .await?
+        .map(|table| table.live)
+        .unwrap_or_default())
+}
+
+/// The files of a table state.
+pub(crate) fn files_of(state: &DeltaTableState) -> Vec<LiveFile> {
     state
         .log_data()
         .iter()
-        .map(|file| {
-            let relative = file.path().into_owned();
-            LiveFile {
-                path: dir.join(&relative),
-                relative,
-                partition_values: file.partition_values_map(),
-                bytes: u64::try_from(file.size()).unwrap_or(0),
-                rows: file.num_records().map(|n| n as u64),
-            }
+        .map(|file| LiveFile {
+            relative: file.path().into_owned(),
+            partition_values: file.partition_values_map(),
+            bytes: u64::try_from(file.size()).unwrap_or(0),
+            rows: file.num_records().map(|n| n as u64),
         })
         .collect()
 }

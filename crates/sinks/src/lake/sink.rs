@@ -2,8 +2,6 @@
 //! per flush through the table's [`TableLog`].
 
 use std::collections::HashMap;
-use std::fs;
-use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -14,14 +12,14 @@ use sluice_core::{
 };
 use tokio::sync::Mutex;
 
-use super::compact::{self, CompactionReport};
-use super::config::LakeConfig;
+use super::compact::{self, CompactionReport, discard};
+use super::config::{LakeConfig, LakeRoot};
 use super::delta::{PartCounts, TableLog, add_action, partition_values};
 use super::parallel::on_every_core;
-use super::part::{FileSync, WrittenPart, is_temporary, write_part};
+use super::part::{FileSync, WrittenPart, write_part};
 use super::schema::file_schema;
+use super::storage::TableFiles;
 use super::writer::writer_id;
-use crate::fsio;
 
 const SINK: &str = "lake";
 
@@ -39,7 +37,7 @@ pub struct LakeSink {
 }
 
 /// A table this sink has opened: its definition (the compactor sorts by its key) and its log.
-type OpenTable = (TableDef, Arc<Mutex<TableLog>>);
+type OpenTable = (TableDef, Arc<Mutex<TableLog>>, TableFiles);
 
 impl std::fmt::Debug for LakeSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -51,15 +49,14 @@ impl std::fmt::Debug for LakeSink {
 }
 
 impl LakeSink {
-    /// A sink writing under `config.root`, which is created if missing. Reads this writer's
-    /// identity from `config.state_dir`, creating it on first start.
+    /// A sink writing under `config.root` (a folder is created if missing). Reads this
+    /// writer's identity from `config.state_dir`, creating it on first start.
     pub fn new(config: LakeConfig) -> Result<Self, SinkError> {
-        std::fs::create_dir_all(&config.root).map_err(|e| {
-            SinkError::retriable(
-                SINK,
-                format!("cannot create {}: {e}", config.root.display()),
-            )
-        })?;
+        if let LakeRoot::Folder(root) = &config.root {
+            std::fs::create_dir_all(root).map_err(|e| {
+                SinkError::retriable(SINK, format!("cannot create {}: {e}", root.display()))
+            })?;
+        }
         let writer = writer_id(&config.state_dir).map_err(|e| {
             SinkError::retriable(
                 SINK,
@@ -98,7 +95,7 @@ impl LakeSink {
         sync: bool,
     ) -> Result<u64, SinkError> {
         const FILES_PER_COMMIT: usize = 1_000;
-        let log = self.log(table).await?;
+        let (log, store) = self.log(table).await?;
         let mut files = 0;
         let mut chunks = batches.into_iter().peekable();
         while chunks.peek().is_some() {
@@ -110,9 +107,12 @@ impl LakeSink {
             } else {
                 FileSync::Cached
             };
-            let parts = tokio::task::spawn_blocking(move || bulk_write(&config, &def, chunk, sync))
-                .await
-                .map_err(|e| SinkError::retriable(SINK, format!("write task failed: {e}")))??;
+            let target = store.clone();
+            let parts = tokio::task::spawn_blocking(move || {
+                bulk_write(&config, &def, &target, chunk, sync)
+            })
+            .await
+            .map_err(|e| SinkError::retriable(SINK, format!("write task failed: {e}")))??;
             let mut log = log.lock().await;
             let columns = log.partition_columns().to_vec();
             let adds = parts
@@ -134,7 +134,7 @@ impl LakeSink {
         policy: CompactionPolicy,
         progress: compact::Progress<'_>,
     ) -> Result<CompactionReport, SinkError> {
-        let log = self.log(table).await?;
+        let (log, _) = self.log(table).await?;
         let mut report = compact::compact(&self.config, &log, table, policy, progress).await?;
         report.files_deleted = compact::vacuum(&log, self.config.file_retention).await?;
         Ok(report)
@@ -167,7 +167,7 @@ impl LakeSink {
 
     async fn upkeep_round(&self, policy: Option<CompactionPolicy>) {
         let tables: Vec<OpenTable> = self.logs.lock().await.values().cloned().collect();
-        for (table, log) in tables {
+        for (table, log, _) in tables {
             let Some(policy) = policy else {
                 if let Err(e) = log.lock().await.refresh().await {
                     tracing::warn!(table = %table.name(), error = %e, "cannot reread the table's log");
@@ -200,21 +200,26 @@ impl LakeSink {
         }
     }
 
-    async fn log(&self, table: &TableDef) -> Result<Arc<Mutex<TableLog>>, SinkError> {
+    /// The table's log and its data files, opening (or creating) the table on first use.
+    async fn log(&self, table: &TableDef) -> Result<(Arc<Mutex<TableLog>>, TableFiles), SinkError> {
         let mut logs = self.logs.lock().await;
-        if let Some((_, log)) = logs.get(table.name()) {
-            return Ok(log.clone());
+        if let Some((_, log, files)) = logs.get(table.name()) {
+            return Ok((log.clone(), files.clone()));
         }
-        let dir = self.config.root.join(table.name().as_str());
-        let opened = TableLog::open(&self.config, &dir, table).await?;
+        let location = self.config.root.table(table.name().as_str());
+        let opened = TableLog::open(&self.config, &location, table).await?;
         let counts = opened.counts();
+        let files = opened.files().clone();
         let log = Arc::new(Mutex::new(opened));
-        logs.insert(table.name().clone(), (table.clone(), log.clone()));
+        logs.insert(
+            table.name().clone(),
+            (table.clone(), log.clone(), files.clone()),
+        );
         match self.counts.write() {
             Ok(mut guard) => guard.insert(table.name().clone(), counts),
             Err(poisoned) => poisoned.into_inner().insert(table.name().clone(), counts),
         };
-        Ok(log)
+        Ok((log, files))
     }
 }
 
@@ -250,21 +255,24 @@ impl Sink for LakeSink {
         Some(parts)
     }
 
-    /// Creates the table's folder and Delta table, and removes temporary files an interrupted
-    /// write left behind.
+    /// Creates the table's folder (in a local lake) and Delta table, and removes temporary
+    /// files an interrupted write left behind.
     fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
-        let config = self.config.clone();
-        let dir = config.root.join(table.name().as_str());
+        let location = self.config.root.table(table.name().as_str());
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                fsio::create_dir_durably(&config.root, &dir)?;
-                remove_temporaries(&dir)
-            })
-            .await
-            .map_err(|e| SinkError::retriable(SINK, format!("create task failed: {e}")))?
-            .map_err(|e| {
-                SinkError::retriable(SINK, format!("cannot prepare the table folder: {e}"))
-            })?;
+            if let (LakeRoot::Folder(root), LakeRoot::Folder(dir)) = (&self.config.root, &location)
+            {
+                let files = TableFiles::Folder {
+                    root: root.clone(),
+                    dir: dir.clone(),
+                };
+                tokio::task::spawn_blocking(move || files.remove_temporaries())
+                    .await
+                    .map_err(|e| SinkError::retriable(SINK, format!("create task failed: {e}")))?
+                    .map_err(|e| {
+                        SinkError::retriable(SINK, format!("cannot prepare the table folder: {e}"))
+                    })?;
+            }
             self.log(table).await.map(drop)
         })
     }
@@ -275,7 +283,7 @@ impl Sink for LakeSink {
         table: &'a TableDef,
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         Box::pin(async move {
-            let log = self.log(table).await?;
+            let (log, _) = self.log(table).await?;
             let mut log = log.lock().await;
             log.watermarks(&self.writer).await
         })
@@ -283,15 +291,17 @@ impl Sink for LakeSink {
 
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
         Box::pin(async move {
-            let log = self.log(flush.table).await?;
+            let (log, files) = self.log(flush.table).await?;
             let config = self.config.clone();
             let table = flush.table.clone();
             let id = flush.id.clone();
+            let target = files.clone();
             let part = tokio::task::spawn_blocking(move || {
                 let schema = file_schema(&table);
                 write_part(
                     &config,
                     &table,
+                    &target,
                     &schema,
                     &id,
                     &flush.batch,
@@ -309,7 +319,7 @@ impl Sink for LakeSink {
                 .await;
             match committed {
                 Ok(true) => {
-                    tracing::debug!(path = %part.path.display(), bytes = part.bytes, "part committed");
+                    tracing::debug!(file = %part.relative, bytes = part.bytes, "part committed");
                     Ok(Landed {
                         parts: 1,
                         bytes: part.bytes,
@@ -318,13 +328,13 @@ impl Sink for LakeSink {
                 }
                 Ok(false) => {
                     tracing::info!(flush = %flush.id, "the table's log already holds this flush");
-                    remove_orphan(&part.path);
+                    discard(&files, part.relative);
                     Ok(Landed::default())
                 }
                 Err(e) => {
                     // A file the log may reference stays; one it cannot is removed.
                     if !log.is_uncertain() {
-                        remove_orphan(&part.path);
+                        discard(&files, part.relative);
                     }
                     Err(e)
                 }
@@ -337,6 +347,7 @@ impl Sink for LakeSink {
 fn bulk_write(
     config: &LakeConfig,
     table: &TableDef,
+    files: &TableFiles,
     batches: Vec<RecordBatch>,
     sync: FileSync,
 ) -> Result<Vec<(PartitionKey, WrittenPart)>, SinkError> {
@@ -357,30 +368,7 @@ fn bulk_write(
             first_seq: 0,
             last_seq: 0,
         };
-        let part = write_part(config, table, &schema, &id, batch, sync)?;
+        let part = write_part(config, table, files, &schema, &id, batch, sync)?;
         Ok(vec![(key.clone(), part)])
     })
-}
-
-fn remove_orphan(path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot remove a file no commit references");
-    }
-}
-
-/// Removes `.part-*.tmp` files in a table's folder and its partition folders.
-fn remove_temporaries(dir: &Path) -> std::io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if entry.file_type()?.is_dir() && !name.starts_with('_') {
-            remove_temporaries(&path)?;
-        } else if is_temporary(&name) {
-            tracing::info!(path = %path.display(), "removing a part an interrupted write left behind");
-            fs::remove_file(&path)?;
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,458 @@
+//! Where a table's files live: a local folder (the embedded default) or an object store (S3,
+//! GCS, Azure), behind one set of file operations for the sink, the compactor and readers.
+//!
+//! In a folder a file is written under a hidden temporary name, fsynced, renamed into place and
+//! its folder fsynced: readers (and a crash) see no file or the whole file. In an object store a
+//! file is one PUT, which is all-or-nothing by itself.
+//!
+//! deltalake-core itself knows only `file://` and `memory://` tables; its cloud crates bring
+//! each cloud's SDK (and, for S3, a DynamoDB lock). [`register_object_stores`] instead teaches it
+//! the object-store schemes with object_store's own clients (already built for deltalake-core)
+//! and the default log store, which commits with a put-if-absent of the log entry: S3's
+//! `If-None-Match: *` (AWS S3 since 2024, MinIO, R2), GCS's and Azure's preconditions. Two
+//! writers racing for one version get one success and one conflict, as on a local disk.
+//!
+//! Object-store calls are async; the sink calls these helpers on blocking threads, so a
+//! [`TableFiles::Store`] carries the runtime handle it blocks on.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Once};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use deltalake_core::DeltaResult;
+use deltalake_core::logstore::{
+    LogStore, LogStoreFactory, ObjectStoreFactory, ObjectStoreRef, StorageConfig, default_logstore,
+    logstore_factories, object_store_factories,
+};
+use futures_util::TryStreamExt;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use sluice_core::SinkError;
+use url::Url;
+
+use super::config::{LakeRoot, OBJECT_STORE_SCHEMES};
+use super::part::{FileSync, PART_PREFIX, PART_SUFFIX, is_temporary};
+use crate::fsio;
+
+const SINK: &str = "lake";
+
+/// Teaches deltalake-core the object-store schemes (once per process).
+pub(crate) fn register_object_stores() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for scheme in OBJECT_STORE_SCHEMES {
+            let Ok(url) = Url::parse(&format!("{scheme}://")) else {
+                continue;
+            };
+            object_store_factories().insert(url.clone(), Arc::new(CloudStores));
+            logstore_factories().insert(url, Arc::new(PutIfAbsentLog));
+        }
+    });
+}
+
+/// Builds object stores with object_store's clients.
+struct CloudStores;
+
+impl ObjectStoreFactory for CloudStores {
+    fn parse_url_opts(
+        &self,
+        url: &Url,
+        config: &StorageConfig,
+    ) -> DeltaResult<(ObjectStoreRef, StorePath)> {
+        let (store, path) = object_store::parse_url_opts(url, config.raw.iter())?;
+        Ok((Arc::from(store), path))
+    }
+}
+
+/// The default log store: commits are put-if-absent of the log entry.
+struct PutIfAbsentLog;
+
+impl LogStoreFactory for PutIfAbsentLog {
+    fn with_options(
+        &self,
+        prefixed_store: ObjectStoreRef,
+        root_store: ObjectStoreRef,
+        location: &Url,
+        options: &StorageConfig,
+    ) -> DeltaResult<Arc<dyn LogStore>> {
+        Ok(default_logstore(
+            prefixed_store,
+            root_store,
+            location,
+            options,
+        ))
+    }
+}
+
+/// The options an object store at `url` is opened with: the environment's variables for its
+/// cloud (`AWS_*` for S3, `GOOGLE_*` for GCS, `AZURE_*` for Azure), then `configured`, which
+/// win. Keys are lower-cased, as object_store spells them.
+pub(crate) fn storage_options(
+    url: &Url,
+    configured: &HashMap<String, String>,
+) -> HashMap<String, String> {
+    let prefix = match url.scheme() {
+        "s3" | "s3a" => "AWS_",
+        "gs" => "GOOGLE_",
+        _ => "AZURE_",
+    };
+    let mut options: HashMap<String, String> = std::env::vars()
+        .filter(|(key, _)| key.starts_with(prefix))
+        .map(|(key, value)| (key.to_ascii_lowercase(), value))
+        .collect();
+    for (key, value) in configured {
+        options.insert(key.to_ascii_lowercase(), value.clone());
+    }
+    options
+}
+
+/// A table's data files.
+#[derive(Clone)]
+pub(crate) enum TableFiles {
+    /// In a local folder.
+    Folder {
+        /// The lake's root folder (folders below it are created durably).
+        root: PathBuf,
+        /// The table's folder.
+        dir: PathBuf,
+    },
+    /// In an object store.
+    Store {
+        /// The store, rooted at the table.
+        store: ObjectStoreRef,
+        /// The table's location, for messages.
+        url: Url,
+        /// The runtime the store's calls block on.
+        runtime: tokio::runtime::Handle,
+    },
+}
+
+/// An open data file, to read.
+pub(crate) enum Source {
+    /// A local file.
+    File(File),
+    /// An object's bytes.
+    Bytes(Bytes),
+}
+
+impl TableFiles {
+    /// The files of the table at `location`; `store` (rooted at the table) serves an
+    /// object-store location. Call inside the runtime that is to serve the store.
+    pub(crate) fn new(root: &LakeRoot, location: &LakeRoot, store: ObjectStoreRef) -> Self {
+        match (root, location) {
+            (LakeRoot::Folder(root), LakeRoot::Folder(dir)) => Self::Folder {
+                root: root.clone(),
+                dir: dir.clone(),
+            },
+            (_, LakeRoot::Folder(dir)) => Self::Folder {
+                root: dir.clone(),
+                dir: dir.clone(),
+            },
+            (_, LakeRoot::Url(url)) => Self::Store {
+                store,
+                url: url.clone(),
+                runtime: tokio::runtime::Handle::current(),
+            },
+        }
+    }
+
+    /// Where `relative` is, for messages.
+    pub(crate) fn describe(&self, relative: &str) -> String {
+        match self {
+            Self::Folder { dir, .. } => dir.join(relative).display().to_string(),
+            Self::Store { url, .. } => format!("{url}{relative}"),
+        }
+    }
+
+    /// Writes the file `relative` with what `encode` writes: durably when `sync` says so, and
+    /// whole or not at all. Returns its size.
+    pub(crate) fn write(
+        &self,
+        relative: &str,
+        sync: FileSync,
+        encode: impl FnOnce(&mut (dyn Write + Send)) -> Result<(), SinkError>,
+    ) -> Result<u64, SinkError> {
+        match self {
+            Self::Folder { root, dir } => {
+                let path = dir.join(relative);
+                let folder = path.parent().unwrap_or(dir);
+                fsio::create_dir_durably(root, folder)
+                    .map_err(|e| io_error(&self.describe(relative), "create the folder of", e))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let tmp = folder.join(format!(".{name}.tmp"));
+                let written = write_local(&tmp, sync, encode).and_then(|bytes| {
+                    fs::rename(&tmp, &path)
+                        .map_err(|e| io_error(&path.display().to_string(), "rename", e))?;
+                    if sync == FileSync::Durable {
+                        fsio::sync_dir(folder)
+                            .map_err(|e| io_error(&folder.display().to_string(), "fsync", e))?;
+                    }
+                    Ok(bytes)
+                });
+                if written.is_err() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                written
+            }
+            Self::Store { store, runtime, .. } => {
+                let mut buffer = Vec::new();
+                encode(&mut buffer)?;
+                let bytes = buffer.len() as u64;
+                let location = store_path(relative)?;
+                runtime
+                    .block_on(store.put(&location, buffer.into()))
+                    .map_err(|e| store_error(&self.describe(relative), "write", e))?;
+                Ok(bytes)
+            }
+        }
+    }
+
+    /// Opens `relative` to read.
+    pub(crate) fn open(&self, relative: &str) -> Result<Source, SinkError> {
+        match self {
+            Self::Folder { dir, .. } => File::open(dir.join(relative))
+                .map(Source::File)
+                .map_err(|e| io_error(&self.describe(relative), "open", e)),
+            Self::Store { store, runtime, .. } => {
+                let location = store_path(relative)?;
+                runtime
+                    .block_on(async { store.get(&location).await?.bytes().await })
+                    .map(Source::Bytes)
+                    .map_err(|e| store_error(&self.describe(relative), "read", e))
+            }
+        }
+    }
+
+    /// The size of `relative`'s Parquet footer (metadata plus the 8-byte tail).
+    pub(crate) fn footer_bytes(&self, relative: &str, size: u64) -> Result<u64, SinkError> {
+        let tail = match self {
+            Self::Folder { dir, .. } => {
+                use std::io::{Read, Seek, SeekFrom};
+                let read = || -> std::io::Result<[u8; 8]> {
+                    let mut file = File::open(dir.join(relative))?;
+                    file.seek(SeekFrom::End(-8))?;
+                    let mut tail = [0u8; 8];
+                    file.read_exact(&mut tail)?;
+                    Ok(tail)
+                };
+                read().map_err(|e| io_error(&self.describe(relative), "read", e))?
+            }
+            Self::Store { store, runtime, .. } => {
+                let location = store_path(relative)?;
+                let bytes = runtime
+                    .block_on(store.get_range(&location, size.saturating_sub(8)..size))
+                    .map_err(|e| store_error(&self.describe(relative), "read", e))?;
+                <[u8; 8]>::try_from(bytes.as_ref()).map_err(|_| {
+                    SinkError::permanent(SINK, format!("{} is too short", self.describe(relative)))
+                })?
+            }
+        };
+        if &tail[4..] != b"PAR1" {
+            return Err(SinkError::permanent(
+                SINK,
+                format!("{} is not a Parquet file", self.describe(relative)),
+            ));
+        }
+        Ok(u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]])) + 8)
+    }
+
+    /// Deletes `relative`: whether it was there. Failures are logged.
+    pub(crate) fn delete(&self, relative: &str) -> bool {
+        let result = match self {
+            Self::Folder { dir, .. } => match fs::remove_file(dir.join(relative)) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e.to_string()),
+            },
+            Self::Store { store, runtime, .. } => match store_path(relative) {
+                Ok(location) => match runtime.block_on(store.delete(&location)) {
+                    Ok(()) => Ok(true),
+                    Err(object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(e.to_string()),
+                },
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        result.unwrap_or_else(|error| {
+            tracing::warn!(file = %self.describe(relative), %error, "cannot delete a file");
+            false
+        })
+    }
+
+    /// Every data file under the table (not under `_`-folders): its path from the table and
+    /// when it was last modified.
+    pub(crate) fn data_files(&self) -> Result<Vec<(String, SystemTime)>, SinkError> {
+        match self {
+            Self::Folder { dir, .. } => Ok(local_data_files(dir)),
+            Self::Store { store, runtime, .. } => {
+                let objects: Vec<_> = runtime
+                    .block_on(store.list(None).try_collect())
+                    .map_err(|e| store_error(&self.describe(""), "list", e))?;
+                Ok(objects
+                    .into_iter()
+                    .filter_map(|meta| {
+                        let relative = meta.location.to_string();
+                        is_data_file(&relative)
+                            .then(|| (relative, SystemTime::from(meta.last_modified)))
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Removes temporary files an interrupted write left (only a folder has them).
+    pub(crate) fn remove_temporaries(&self) -> std::io::Result<()> {
+        match self {
+            Self::Folder { root, dir } => {
+                fsio::create_dir_durably(root, dir)?;
+                remove_local_temporaries(dir)
+            }
+            Self::Store { .. } => Ok(()),
+        }
+    }
+}
+
+/// Reads a file's bytes, whichever kind of source.
+impl parquet::file::reader::Length for Source {
+    fn len(&self) -> u64 {
+        match self {
+            Self::File(file) => file.len(),
+            Self::Bytes(bytes) => bytes.len() as u64,
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for Source {
+    type T = Box<dyn std::io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(match self {
+            Self::File(file) => Box::new(file.get_read(start)?),
+            Self::Bytes(bytes) => Box::new(bytes.get_read(start)?),
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        match self {
+            Self::File(file) => file.get_bytes(start, length),
+            Self::Bytes(bytes) => bytes.get_bytes(start, length),
+        }
+    }
+}
+
+fn write_local(
+    tmp: &Path,
+    sync: FileSync,
+    encode: impl FnOnce(&mut (dyn Write + Send)) -> Result<(), SinkError>,
+) -> Result<u64, SinkError> {
+    let describe = || tmp.display().to_string();
+    let mut file = File::create(tmp).map_err(|e| io_error(&describe(), "create", e))?;
+    encode(&mut file)?;
+    if sync == FileSync::Durable {
+        file.sync_all()
+            .map_err(|e| io_error(&describe(), "fsync", e))?;
+    }
+    Ok(file
+        .metadata()
+        .map_err(|e| io_error(&describe(), "stat", e))?
+        .len())
+}
+
+/// Whether a path from a table's root is a data file sluice wrote (not under `_`-folders).
+fn is_data_file(relative: &str) -> bool {
+    let mut parts = relative.split('/').peekable();
+    while let Some(part) = parts.next() {
+        if parts.peek().is_none() {
+            return part.starts_with(PART_PREFIX) && part.ends_with(PART_SUFFIX);
+        }
+        if part.starts_with('_') {
+            return false;
+        }
+    }
+    false
+}
+
+fn local_data_files(dir: &Path) -> Vec<(String, SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(String::new(), dir.to_owned())];
+    while let Some((prefix, folder)) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let relative = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && !name.starts_with('_') {
+                stack.push((relative, entry.path()));
+            } else if !is_dir && is_data_file(&relative) {
+                let modified = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or_else(|_| SystemTime::now());
+                out.push((relative, modified));
+            }
+        }
+    }
+    out
+}
+
+/// Removes `.part-*.tmp` files in a table's folder and its partition folders.
+fn remove_local_temporaries(dir: &Path) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if entry.file_type()?.is_dir() && !name.starts_with('_') {
+            remove_local_temporaries(&path)?;
+        } else if is_temporary(&name) {
+            tracing::info!(path = %path.display(), "removing a part an interrupted write left behind");
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// An object's path from the table root. Partition folders are already escaped the Hive way
+/// (`%2F`); the key keeps those characters as they are, as in a local folder.
+fn store_path(relative: &str) -> Result<StorePath, SinkError> {
+    StorePath::parse(relative)
+        .map_err(|e| SinkError::permanent(SINK, format!("'{relative}' is not an object path: {e}")))
+}
+
+fn io_error(what: &str, action: &str, e: std::io::Error) -> SinkError {
+    // Every I/O failure (disk full, permissions fixed by an operator, a flaky mount) may pass.
+    SinkError::retriable(SINK, format!("cannot {action} {what}: {e}")).with_source(e)
+}
+
+fn store_error(what: &str, action: &str, e: object_store::Error) -> SinkError {
+    // The client already retried with backoff; the store may still come back.
+    SinkError::retriable(SINK, format!("cannot {action} {what}: {e}")).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_files_are_parts_outside_underscore_folders() {
+        assert!(is_data_file("part-1.parquet"));
+        assert!(is_data_file("service=a%2Fb/part-c-1.parquet"));
+        assert!(!is_data_file("_delta_log/00000000000000000000.json"));
+        assert!(!is_data_file("_sluice/part-1.parquet"));
+        assert!(!is_data_file("service=a/.part-1.parquet.tmp"));
+        assert!(!is_data_file("service=a/other.parquet"));
+    }
+}
