@@ -128,6 +128,8 @@ pub struct LakeFileConfig {
     pub storage: BTreeMap<String, String>,
     /// zstd level.
     pub zstd_level: Option<i32>,
+    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed; "0B": all zstd.
+    pub lz4_below: Option<ByteSize>,
     /// Rows per row group.
     pub row_group_rows: Option<usize>,
     /// Commits between Delta checkpoints of new tables.
@@ -420,6 +422,9 @@ impl FileConfig {
                 .into());
             }
             lake.zstd_level = level;
+        }
+        if let Some(ByteSize(bytes)) = self.lake.lz4_below {
+            lake.lz4_below = bytes;
         }
         if let Some(rows) = self.lake.row_group_rows {
             if rows == 0 {

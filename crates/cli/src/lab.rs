@@ -60,6 +60,9 @@ pub struct CompactionArgs {
     /// Skip pyarrow.
     #[arg(long)]
     no_pyarrow: bool,
+    /// Write the small files with zstd instead of the LZ4 sluice gives small parts.
+    #[arg(long)]
+    zstd_inputs: bool,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
@@ -450,16 +453,18 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 dir,
                 python,
                 seed: 42,
+                zstd_inputs: args.zstd_inputs,
             };
             let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
                 .await
                 .map_err(anyhow::Error::msg)?;
             let mb = |b: u64| b as f64 / 1e6;
             println!(
-                "{} rows in {} files of {} rows: {:.1} MB",
+                "{} rows in {} files of {} rows ({}): {:.1} MB",
                 report.rows,
                 report.files_in,
                 config.rows_per_file,
+                report.input_codec,
                 mb(report.bytes_in)
             );
             let s = &report.sluice;

@@ -1,5 +1,6 @@
 //! The lake's parts: a Delta table an independent reader reads, hive-style partition folders,
-//! the partition column left out of the files, rows sorted by the sort key, zstd, column
+//! the partition column left out of the files, rows sorted by the sort key, LZ4 (small parts),
+//! column
 //! statistics, the flush identity in the footer, no temporary files left behind. Plus the
 //! operator's view: metrics, tables, health.
 
@@ -89,7 +90,8 @@ async fn parts_are_partitioned_sorted_compressed_and_described() {
         let row_group = metadata.row_group(0);
         for column in row_group.columns() {
             assert!(
-                matches!(column.compression(), Compression::ZSTD(_)),
+                // Small parts are LZ4 (zstd from `lz4_below` on).
+                matches!(column.compression(), Compression::LZ4_RAW),
                 "{:?}",
                 column.compression()
             );

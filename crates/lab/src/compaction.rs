@@ -32,6 +32,9 @@ pub struct CompactionLabConfig {
     pub python: Option<PathBuf>,
     /// Seed of the events.
     pub seed: u64,
+    /// Write the small files with zstd, as large parts are, instead of the LZ4 sluice gives
+    /// small parts.
+    pub zstd_inputs: bool,
 }
 
 /// One side's figures.
@@ -54,6 +57,8 @@ pub struct CompactionLabReport {
     pub files_in: u64,
     /// Input bytes.
     pub bytes_in: u64,
+    /// The input files' codec.
+    pub input_codec: String,
     /// sluice's compactor.
     pub sluice: Side,
     /// pyarrow's dataset writer, when it ran.
@@ -110,7 +115,13 @@ pub async fn run(
         .step_by(config.rows_per_file)
         .map(|start| data.slice(start, config.rows_per_file.min(config.rows - start)))
         .collect();
-    lake.bulk_append(&table, batches, false)
+    let mut input_config = LakeConfig::new(&lake_dir);
+    if config.zstd_inputs {
+        input_config.lz4_below = 0;
+    }
+    LakeSink::new(input_config)
+        .map_err(|e| e.to_string())?
+        .bulk_append(&table, batches, false)
         .await
         .map_err(|e| e.to_string())?;
     let table_dir = lake_dir.join(table.name().as_str());
@@ -159,6 +170,7 @@ pub async fn run(
         rows: config.rows as u64,
         files_in,
         bytes_in,
+        input_codec: if config.zstd_inputs { "zstd" } else { "lz4" }.to_owned(),
         speedup: pyarrow.as_ref().map(|p| p.seconds / sluice.seconds),
         sluice,
         pyarrow,
@@ -223,6 +235,7 @@ mod tests {
             dir: dir.path().join("lab"),
             python: None,
             seed: 7,
+            zstd_inputs: false,
         };
         let report = run(&config, &|_| {}).await.unwrap();
         assert_eq!((report.files_in, report.sluice.files_out), (50, 1));

@@ -11,6 +11,13 @@ use url::Url;
 /// CPU (seed 000's layouts were written with pyarrow's zstd default, also 3).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+/// Parts whose rows take less Arrow memory than this are compressed with LZ4 instead of zstd.
+/// A small part lives until compaction rewrites it (in zstd, once large), and reading it back
+/// is then the cost that matters: parquet-rs builds a zstd decoder context for every column
+/// chunk it reads, which costs more than decoding a column of a few hundred rows (the same
+/// rule as ClickHouse's `<compression>` cases, LZ4 below `min_part_size`, zstd above).
+pub const DEFAULT_LZ4_BELOW: u64 = 4 * 1024 * 1024;
+
 /// Rows per Parquet row group: parquet's own default, so a 1,000,000-row flush is one row group
 /// and readers can still skip groups by statistics in larger parts.
 pub const DEFAULT_ROW_GROUP_ROWS: usize = 1024 * 1024;
@@ -145,6 +152,8 @@ pub struct LakeConfig {
     pub state_dir: PathBuf,
     /// zstd compression level (1 to 22).
     pub zstd_level: i32,
+    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed; 0: all zstd.
+    pub lz4_below: u64,
     /// Rows per row group.
     pub row_group_rows: usize,
     /// Commits between Delta checkpoints, for tables this sink creates.
@@ -164,6 +173,7 @@ impl LakeConfig {
             root: LakeRoot::Folder(root),
             storage_options: HashMap::new(),
             zstd_level: DEFAULT_ZSTD_LEVEL,
+            lz4_below: DEFAULT_LZ4_BELOW,
             row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             log_retention: DEFAULT_LOG_RETENTION,

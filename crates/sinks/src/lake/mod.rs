@@ -8,7 +8,8 @@
 //!     _sluice/table.json             the table's layout (catalog; skipped by readers)
 //!     service=api/                   one folder per partition value (hive style)
 //!       part-<first>-<last>-<uuid v7>.parquet
-//!                                    one file per flush: zstd, statistics, sorted by the sort key;
+//!                                    one file per flush: zstd (LZ4 when small), statistics,
+//!                                    sorted by the sort key;
 //!                                    <first>-<last> is the range of insert sequence numbers in it
 //!   logs/                            an unpartitioned table keeps its files at the top
 //! DATA DIR/_sluice/writer-id         this writer's identity in the tables' logs
@@ -60,8 +61,8 @@ mod writer;
 
 pub use compact::{CompactionReport, ORPHAN_GRACE};
 pub use config::{
-    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_ZSTD_LEVEL,
-    LakeConfig, LakeRoot, OBJECT_STORE_SCHEMES,
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_LZ4_BELOW,
+    DEFAULT_ZSTD_LEVEL, LakeConfig, LakeRoot, OBJECT_STORE_SCHEMES,
 };
 pub use delta::DELTA_LOG_DIR;
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};

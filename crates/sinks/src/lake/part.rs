@@ -1,5 +1,5 @@
-//! Writing one part: its name, its Parquet settings (zstd, page statistics, sort key, the
-//! flush's identity in the footer). Where the bytes go, and how they are made durable, is
+//! Writing one part: its name, its Parquet settings (zstd, or LZ4 for a small part; page
+//! statistics, sort key, the flush's identity in the footer). Where the bytes go, and how they are made durable, is
 //! [`TableFiles::write`].
 
 use arrow::array::RecordBatch;
@@ -122,7 +122,7 @@ pub(crate) fn write_file(
         Some(folder) => format!("{folder}/{name}"),
         None => name.to_owned(),
     };
-    let props = properties(config, table, footer, &schema)?;
+    let props = properties(config, table, footer, &schema, codec(config, batches)?)?;
     let describe = || files.describe(&relative);
     let bytes = files.write(&relative, sync, |out| {
         let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
@@ -142,15 +142,35 @@ pub(crate) fn write_file(
     })
 }
 
+/// The codec for a file of `batches`: LZ4 below [`LakeConfig::lz4_below`], else zstd.
+fn codec(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Compression, SinkError> {
+    // The memory of the rows themselves: a slice of a larger batch counts only its share.
+    let bytes: u64 = batches
+        .iter()
+        .flat_map(RecordBatch::columns)
+        .map(|column| {
+            column
+                .to_data()
+                .get_slice_memory_size()
+                .map_or(u64::MAX, |n| n as u64)
+        })
+        .fold(0, u64::saturating_add);
+    if bytes < config.lz4_below {
+        return Ok(Compression::LZ4_RAW);
+    }
+    let level = ZstdLevel::try_new(config.zstd_level).map_err(|e| {
+        SinkError::permanent(SINK, format!("zstd level {}: {e}", config.zstd_level))
+    })?;
+    Ok(Compression::ZSTD(level))
+}
+
 fn properties(
     config: &LakeConfig,
     table: &TableDef,
     footer: KeyValue,
     schema: &Schema,
+    compression: Compression,
 ) -> Result<WriterProperties, SinkError> {
-    let level = ZstdLevel::try_new(config.zstd_level).map_err(|e| {
-        SinkError::permanent(SINK, format!("zstd level {}: {e}", config.zstd_level))
-    })?;
     let sorting: Vec<SortingColumn> = table
         .sort_by()
         .iter()
@@ -162,7 +182,7 @@ fn properties(
         })
         .collect();
     Ok(WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
+        .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
         .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
@@ -184,6 +204,29 @@ fn parquet_error(what: &str, e: ParquetError) -> SinkError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_parts_are_lz4_and_large_ones_zstd() {
+        let column: arrow::array::ArrayRef =
+            std::sync::Arc::new(arrow::array::Int64Array::from_iter_values(0..100_000));
+        let batch = RecordBatch::try_from_iter([("id", column)]).unwrap();
+        let mut config = LakeConfig::new("unused");
+        config.lz4_below = 100_000 * 8;
+        // A slice counts only its own rows, not the buffer it shares.
+        assert_eq!(
+            codec(&config, &[batch.slice(0, 1000)]).unwrap(),
+            Compression::LZ4_RAW
+        );
+        assert!(matches!(
+            codec(&config, std::slice::from_ref(&batch)).unwrap(),
+            Compression::ZSTD(_)
+        ));
+        config.lz4_below = 0;
+        assert!(matches!(
+            codec(&config, &[batch.slice(0, 1)]).unwrap(),
+            Compression::ZSTD(_)
+        ));
+    }
 
     #[test]
     fn part_names_carry_their_sequence_range_and_temporaries_are_recognised() {
