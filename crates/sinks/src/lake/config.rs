@@ -137,7 +137,7 @@ fn with_trailing_slash(mut url: Url) -> Url {
 }
 
 /// Where and how the lake writes parts.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct LakeConfig {
     /// Where the tables are; each table is a Delta table in a folder (or prefix) under it.
     pub root: LakeRoot,
@@ -162,6 +162,25 @@ pub struct LakeConfig {
     pub log_retention: Duration,
     /// How long files a compaction replaced stay on disk.
     pub file_retention: Duration,
+}
+
+/// Shows the storage options' names only: their values may be secrets.
+impl fmt::Debug for LakeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut options: Vec<&String> = self.storage_options.keys().collect();
+        options.sort();
+        f.debug_struct("LakeConfig")
+            .field("root", &self.root)
+            .field("storage_options", &options)
+            .field("state_dir", &self.state_dir)
+            .field("zstd_level", &self.zstd_level)
+            .field("lz4_below", &self.lz4_below)
+            .field("row_group_rows", &self.row_group_rows)
+            .field("checkpoint_interval", &self.checkpoint_interval)
+            .field("log_retention", &self.log_retention)
+            .field("file_retention", &self.file_retention)
+            .finish()
+    }
 }
 
 impl LakeConfig {
@@ -212,5 +231,16 @@ mod tests {
         let err = LakeRoot::parse("ftp://host/x").unwrap_err();
         assert!(err.contains("s3://"), "{err}");
         assert!(LakeRoot::parse("s3:///prefix").is_err());
+    }
+
+    #[test]
+    fn debug_output_names_storage_options_without_their_values() {
+        let mut config = LakeConfig::new("lake");
+        config
+            .storage_options
+            .insert("aws_secret_access_key".into(), "hunter2".into());
+        let shown = format!("{config:?}");
+        assert!(shown.contains("aws_secret_access_key"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }
