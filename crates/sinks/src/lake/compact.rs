@@ -1,8 +1,8 @@
 //! Compaction's executor: runs the merges [`CompactionPolicy`] picks, each as one Delta commit,
 //! and deletes what they replaced once no reader can need it.
 //!
-//! A merge reads its inputs (in parallel, one thread per core), sorts the rows by the table's
-//! sort key, writes one file (fsync, rename, fsync) and swaps it in with
+//! Merges run two at a time. A merge reads its inputs (in parallel, one thread per core), sorts
+//! the rows by the table's sort key, writes one file (fsync, rename, fsync) and swaps it in with
 //! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. A merge
 //! that loses a race (another compactor got the inputs first) or fails deletes its output; the
 //! inputs stay. Inputs are deleted later by [`vacuum`], after the retention: a reader that
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use arrow::array::RecordBatch;
 use arrow::compute::{BatchCoalescer, concat_batches};
+use futures_util::StreamExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::KeyValue;
 use sluice_core::compaction::CompactionPolicy;
@@ -24,7 +25,7 @@ use super::config::LakeConfig;
 use super::delta::{TableLog, add_action};
 use super::parallel::on_every_core;
 use super::part::{
-    COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, compacted_name, write_file,
+    COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, WrittenPart, compacted_name, write_file,
 };
 use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
@@ -98,35 +99,39 @@ pub(crate) async fn compact(
     let mut report = CompactionReport::default();
     let mut done = 0;
     progress(0, total);
-    for (key, inputs) in merges {
+    // Merges run side by side (a merge's reads use every core, its write one), and commit one
+    // at a time as they finish. After a failure the rest still finish, uncommitted, and their
+    // outputs are deleted: nothing is left running when this returns.
+    let width = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_MERGES_AT_ONCE);
+    let mut running = futures_util::stream::iter(merges.into_iter().map(|(key, inputs)| {
         let config = config.clone();
         let def = table.clone();
-        let reads = inputs.clone();
         let target = store.clone();
-        let (part, rows) = tokio::task::spawn_blocking(move || {
-            let batches = read_inputs(&target, &reads)?;
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            let batches = sorted(&def, batches)?;
-            let folder = reads[0]
-                .relative
-                .rsplit_once('/')
-                .map(|(folder, _)| folder.to_owned());
-            let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), reads.len().to_string());
-            let part = write_file(
-                &config,
-                &def,
-                &target,
-                folder.as_deref(),
-                &compacted_name(),
-                &batches,
-                footer,
-                FileSync::Durable,
-            )?;
-            Ok::<_, SinkError>((part, rows as u64))
-        })
-        .await
-        .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))??;
-
+        let reads = inputs.clone();
+        async move {
+            let merged = tokio::task::spawn_blocking(move || merge(&config, &def, &target, &reads))
+                .await
+                .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
+                .and_then(|merged| merged);
+            (key, inputs, merged)
+        }
+    }))
+    .buffer_unordered(width);
+    let mut failure = None;
+    while let Some((key, inputs, merged)) = running.next().await {
+        let (part, rows) = match merged {
+            Ok(merged) if failure.is_none() => merged,
+            Ok((part, _)) => {
+                discard(&store, part.relative);
+                continue;
+            }
+            Err(e) => {
+                failure.get_or_insert(e);
+                continue;
+            }
+        };
         let mut log = log.lock().await;
         let add = add_action(&part, inputs[0].partition_values.clone(), false);
         match log
@@ -150,14 +155,50 @@ pub(crate) async fn compact(
                 if !log.is_uncertain() {
                     discard(&store, part.relative);
                 }
-                return Err(e);
+                failure = Some(e);
+                continue;
             }
         }
         done += inputs.len() as u64;
         progress(done, total);
     }
+    if let Some(e) = failure {
+        return Err(e);
+    }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Merges at most this many at once: each holds its inputs' rows in memory.
+const MAX_MERGES_AT_ONCE: usize = 2;
+
+/// Reads `inputs`, sorts their rows by the table's sort key and writes them as one file in the
+/// inputs' folder: the new file and the rows in it.
+fn merge(
+    config: &LakeConfig,
+    table: &TableDef,
+    files: &TableFiles,
+    inputs: &[LiveFile],
+) -> Result<(WrittenPart, u64), SinkError> {
+    let batches = read_inputs(files, inputs)?;
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let batches = sorted(table, batches)?;
+    let folder = inputs
+        .first()
+        .and_then(|input| input.relative.rsplit_once('/'))
+        .map(|(folder, _)| folder.to_owned());
+    let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), inputs.len().to_string());
+    let part = write_file(
+        config,
+        table,
+        files,
+        folder.as_deref(),
+        &compacted_name(),
+        &batches,
+        footer,
+        FileSync::Durable,
+    )?;
+    Ok((part, rows as u64))
 }
 
 /// Deletes files the table no longer references: those a compaction replaced more than

@@ -1,10 +1,14 @@
 //! Writing one part: its name, its Parquet settings (zstd, or LZ4 for a small part; page
-//! statistics, sort key, the flush's identity in the footer). Where the bytes go, and how they are made durable, is
+//! statistics, sort key, the flush's identity in the footer), and its encoding, a large part's
+//! columns on several threads. Where the bytes go, and how they are made durable, is
 //! [`TableFiles::write`].
+
+use std::io::Write;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -124,22 +128,129 @@ pub(crate) fn write_file(
     };
     let props = properties(config, table, footer, &schema, codec(config, batches)?)?;
     let describe = || files.describe(&relative);
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let bytes = files.write(&relative, sync, |out| {
-        let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
+        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
             .map_err(|e| parquet_error(&describe(), e))?;
-        for batch in batches {
-            writer
-                .write(batch)
-                .map_err(|e| parquet_error(&describe(), e))?;
+        let flat = !schema.fields().iter().any(|f| f.data_type().is_nested());
+        if rows >= PARALLEL_ENCODE_ROWS && flat {
+            encode_columns_in_parallel(writer, batches, config.row_group_rows.max(1))
+        } else {
+            encode(writer, batches)
         }
-        writer.close().map_err(|e| parquet_error(&describe(), e))?;
-        Ok(())
+        .map_err(|e| parquet_error(&describe(), e))
     })?;
     Ok(WrittenPart {
         relative,
         bytes,
         stats: file_stats(&schema, batches),
     })
+}
+
+/// Files of at least this many rows have their columns encoded on several threads: below it,
+/// starting the threads costs more than they save.
+const PARALLEL_ENCODE_ROWS: usize = 64 * 1024;
+
+fn encode<W: Write + Send>(
+    mut writer: ArrowWriter<W>,
+    batches: &[RecordBatch],
+) -> Result<(), ParquetError> {
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.close().map(drop)
+}
+
+/// Writes `batches` (of a schema without nested columns: one Parquet column per field) as row
+/// groups of `row_group_rows` rows, each row group's columns encoded on one thread per core
+/// (column chunks are independent until they are appended in order); the file is the one
+/// [`ArrowWriter`] would write.
+fn encode_columns_in_parallel<W: Write + Send>(
+    writer: ArrowWriter<W>,
+    batches: &[RecordBatch],
+    row_group_rows: usize,
+) -> Result<(), ParquetError> {
+    let Some(schema) = batches.first().map(RecordBatch::schema) else {
+        return encode(writer, batches);
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (mut file, factory) = writer.into_serialized_writer()?;
+    for (group, slices) in row_groups(batches, row_group_rows).into_iter().enumerate() {
+        let writers = factory.create_column_writers(group)?;
+        if writers.len() != schema.fields().len() {
+            return Err(ParquetError::General(
+                "nested columns are not encoded in parallel".into(),
+            ));
+        }
+        // Columns dealt round-robin to the threads; each encodes its columns of every slice.
+        let mut shares: Vec<Vec<(usize, ArrowColumnWriter)>> =
+            (0..threads).map(|_| Vec::new()).collect();
+        for (index, column) in writers.into_iter().enumerate() {
+            shares[index % threads].push((index, column));
+        }
+        let encoded: Vec<Vec<(usize, ArrowColumnChunk)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|share| {
+                    let (schema, slices) = (&schema, &slices);
+                    scope.spawn(move || {
+                        let mut out = Vec::with_capacity(share.len());
+                        for (index, mut column) in share {
+                            let field = schema.field(index);
+                            for slice in slices {
+                                for leaf in compute_leaves(field, slice.column(index))? {
+                                    column.write(&leaf)?;
+                                }
+                            }
+                            out.push((index, column.close()?));
+                        }
+                        Ok::<_, ParquetError>(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(ParquetError::General("an encoding thread panicked".into()))
+                    })
+                })
+                .collect::<Result<_, _>>()
+        })?;
+        let mut chunks: Vec<(usize, ArrowColumnChunk)> = encoded.into_iter().flatten().collect();
+        chunks.sort_by_key(|(index, _)| *index);
+        let mut row_group = file.next_row_group()?;
+        for (_, chunk) in chunks {
+            chunk.append_to_row_group(&mut row_group)?;
+        }
+        row_group.close()?;
+    }
+    file.close().map(drop)
+}
+
+/// `batches` cut into row groups of `rows` rows (the last may be shorter), each a list of
+/// slices.
+fn row_groups(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
+    let mut groups = Vec::new();
+    let mut current = Vec::new();
+    let mut filled = 0;
+    for batch in batches {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let take = (rows - filled).min(batch.num_rows() - offset);
+            current.push(batch.slice(offset, take));
+            offset += take;
+            filled += take;
+            if filled == rows {
+                groups.push(std::mem::take(&mut current));
+                filled = 0;
+            }
+        }
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
 }
 
 /// The codec for a file of `batches`: LZ4 below [`LakeConfig::lz4_below`], else zstd.
@@ -204,6 +315,83 @@ fn parquet_error(what: &str, e: ParquetError) -> SinkError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_parts_encoded_in_parallel_read_back_whole_in_row_groups() {
+        use arrow::array::{Array, Float64Array, Int64Array, StringArray};
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
+
+        let rows = 150_000;
+        let layout = TableLayout {
+            columns: vec![
+                Column::new("id", ColumnType::Int64).required(),
+                Column::new("service", ColumnType::String),
+                Column::new("latency", ColumnType::Float64),
+            ],
+            partition_by: String::new(),
+            sort_by: vec!["id".into()],
+        };
+        let table =
+            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap();
+        let ids = Int64Array::from_iter_values(0..rows);
+        let services: StringArray = (0..rows)
+            .map(|i| (i % 7 != 0).then(|| format!("service-{}", i % 13)))
+            .collect();
+        let latencies: Float64Array = (0..rows)
+            .map(|i| (i % 5 != 0).then_some(i as f64 / 3.0))
+            .collect();
+        let batch = RecordBatch::try_new(
+            table.schema().arrow().clone(),
+            vec![
+                std::sync::Arc::new(ids),
+                std::sync::Arc::new(services),
+                std::sync::Arc::new(latencies),
+            ],
+        )
+        .unwrap();
+        // Uneven input batches, cut across row-group boundaries.
+        let batches = [
+            batch.slice(0, 70_001),
+            batch.slice(70_001, 9),
+            batch.slice(70_010, 79_990),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = LakeConfig::new(dir.path());
+        config.row_group_rows = 40_000;
+        let files = TableFiles::Folder {
+            root: dir.path().to_owned(),
+            dir: dir.path().join("t"),
+        };
+        let footer = KeyValue::new("k".to_owned(), "v".to_owned());
+        let part = write_file(
+            &config,
+            &table,
+            &files,
+            None,
+            "part-x.parquet",
+            &batches,
+            footer,
+            FileSync::Cached,
+        )
+        .unwrap();
+        let file = std::fs::File::open(dir.path().join("t").join(&part.relative)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let metadata = reader.metadata().clone();
+        assert_eq!(metadata.num_row_groups(), 4);
+        assert_eq!(metadata.file_metadata().num_rows(), rows);
+        let read: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
+        let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+        assert_eq!(read.num_rows(), batch.num_rows());
+        for (index, column) in batch.columns().iter().enumerate() {
+            assert_eq!(
+                read.column(index).to_data(),
+                column.to_data(),
+                "column {index}"
+            );
+            assert_eq!(read.column(index).null_count(), column.null_count());
+        }
+    }
 
     #[test]
     fn small_parts_are_lz4_and_large_ones_zstd() {
