@@ -3,21 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-fn sluice(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "sluice {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
+use common::sluice;
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,21 +47,27 @@ fn read_ids(s3: &S3) -> (u64, HashMap<i64, usize>) {
     (read["rows"].as_u64().unwrap(), counts)
 }
 
-fn sluice(args: &[&str], config: &Path, data_dir: &Path) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "sluice {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+/// `sluice <args> --config <config> --data-dir <data_dir> --json`, parsed.
+fn sluice_json(args: &[&str], config: &Path, data_dir: &Path) -> serde_json::Value {
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    all.extend([
+        "--json".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data_dir.as_os_str(),
+    ]);
+    serde_json::from_str(&common::sluice(&all)).unwrap()
+}
+
+/// Parts over all partitions of a `sluice parts --json` answer.
+fn total_parts(parts: &serde_json::Value) -> u64 {
+    parts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["parts"].as_u64().unwrap())
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,34 +105,17 @@ async fn a_table_in_s3_keeps_every_acknowledged_row_once_through_a_crash_and_com
 
     // Compaction in place, in the object store: fewer parts, nothing left to merge, the same
     // rows.
-    let before: serde_json::Value =
-        serde_json::from_str(&sluice(&["parts", "--json"], &config_path, &data_dir)).unwrap();
-    let parts_before: u64 = before
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["parts"].as_u64().unwrap())
-        .sum();
+    let before = sluice_json(&["parts"], &config_path, &data_dir);
+    let parts_before = total_parts(&before);
     let partitions = before.as_array().unwrap().len() as u64;
     assert!(parts_before > partitions, "{before}");
-    let compacted: serde_json::Value = serde_json::from_str(&sluice(
-        &["compact", "--eager", "--json"],
-        &config_path,
-        &data_dir,
-    ))
-    .unwrap();
+    let compacted = sluice_json(&["compact", "--eager"], &config_path, &data_dir);
     assert!(
         compacted["load"]["merges"].as_u64().unwrap() >= 1,
         "{compacted}"
     );
-    let after: serde_json::Value =
-        serde_json::from_str(&sluice(&["parts", "--json"], &config_path, &data_dir)).unwrap();
-    let parts_after: u64 = after
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["parts"].as_u64().unwrap())
-        .sum();
+    let after = sluice_json(&["parts"], &config_path, &data_dir);
+    let parts_after = total_parts(&after);
     assert!(parts_after < parts_before, "{before}\n{after}");
     for partition in after.as_array().unwrap() {
         assert_eq!(partition["mergeable"], 0, "{after}");

@@ -210,6 +210,22 @@ pub fn assert_exactly_once(counts: &HashMap<i64, usize>, acked: &[(u64, u64)]) {
     assert_eq!((audit.lost, audit.duplicated), (0, 0), "{audit:?}");
 }
 
+/// Runs the `sluice` binary with `args` to completion; its stdout. Fails the test, with its
+/// stderr, when it fails.
+pub fn sluice<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .unwrap();
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    assert!(
+        output.status.success(),
+        "sluice {shown:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 /// Runs `sluice serve` with `config` (TOML) until it exits: whether it succeeded, and its stderr.
 /// For configs that must stop the start.
 pub fn serve_with(config: &str) -> (bool, String) {
