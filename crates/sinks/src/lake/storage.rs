@@ -36,6 +36,7 @@ use url::Url;
 
 use super::config::{LakeRoot, OBJECT_STORE_SCHEMES};
 use super::part::{FileSync, PART_PREFIX, PART_SUFFIX, is_temporary};
+use super::read::{footer_len, tail};
 use crate::fsio;
 
 const SINK: &str = "lake";
@@ -233,17 +234,8 @@ impl TableFiles {
     /// The size of `relative`'s Parquet footer (metadata plus the 8-byte tail).
     pub(crate) fn footer_bytes(&self, relative: &str, size: u64) -> Result<u64, SinkError> {
         let tail = match self {
-            Self::Folder { dir, .. } => {
-                use std::io::{Read, Seek, SeekFrom};
-                let read = || -> std::io::Result<[u8; 8]> {
-                    let mut file = File::open(dir.join(relative))?;
-                    file.seek(SeekFrom::End(-8))?;
-                    let mut tail = [0u8; 8];
-                    file.read_exact(&mut tail)?;
-                    Ok(tail)
-                };
-                read().map_err(|e| io_error(&self.describe(relative), "read", e))?
-            }
+            Self::Folder { dir, .. } => tail(&dir.join(relative))
+                .map_err(|e| io_error(&self.describe(relative), "read", e))?,
             Self::Store { store, runtime, .. } => {
                 let location = store_path(relative)?;
                 let bytes = runtime
@@ -254,13 +246,12 @@ impl TableFiles {
                 })?
             }
         };
-        if &tail[4..] != b"PAR1" {
-            return Err(SinkError::permanent(
+        footer_len(tail).ok_or_else(|| {
+            SinkError::permanent(
                 SINK,
                 format!("{} is not a Parquet file", self.describe(relative)),
-            ));
-        }
-        Ok(u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]])) + 8)
+            )
+        })
     }
 
     /// Deletes `relative`: whether it was there. Failures are logged.
