@@ -327,7 +327,7 @@ async fn types_and_partitions_land_as_documented() {
         .write(FlushBatch {
             table: &table,
             id,
-            batch,
+            batches: vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)],
         })
         .await
         .unwrap();

@@ -186,7 +186,7 @@ async fn types_land_as_documented_and_a_replayed_flush_is_skipped() {
             first_seq: 10,
             last_seq: 11,
         },
-        batch,
+        batches: vec![batch],
     };
     assert_eq!(sink.write(flush(batch.clone())).await.unwrap().parts, 1);
     assert_eq!(

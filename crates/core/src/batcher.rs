@@ -17,8 +17,6 @@
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
-use arrow::error::ArrowError;
 
 use crate::policy::{FlushPolicy, FlushReason};
 
@@ -61,16 +59,6 @@ pub struct Sealed<T> {
     pub tokens: Vec<T>,
     /// Why it was sealed.
     pub reason: FlushReason,
-}
-
-impl<T> Sealed<T> {
-    /// The rows as one Arrow batch.
-    pub fn concat(&self, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
-        match self.chunks.as_slice() {
-            [one] => Ok(one.clone()),
-            chunks => arrow::compute::concat_batches(schema, chunks),
-        }
-    }
 }
 
 impl<T> Batcher<T> {
@@ -312,7 +300,8 @@ mod tests {
         let sealed = b.take(FlushReason::Shutdown).unwrap();
         assert_eq!(sealed.chunks.len(), 3 + 7);
         assert_eq!(sealed.tokens.len(), n as usize);
-        let all = sealed.concat(&sealed.chunks[0].schema()).unwrap();
+        let all =
+            arrow::compute::concat_batches(&sealed.chunks[0].schema(), &sealed.chunks).unwrap();
         let ids = all.column(0).as_primitive::<Int64Type>().values().to_vec();
         assert_eq!(ids, (0..n).collect::<Vec<_>>());
     }

@@ -50,8 +50,16 @@ pub struct FlushBatch<'a> {
     pub table: &'a TableDef,
     /// Which flush this is.
     pub id: FlushId,
-    /// The rows, sorted by the table's sort key.
-    pub batch: RecordBatch,
+    /// The rows in order, sorted by the table's sort key: the batches the inserts arrived in
+    /// when the table has no sort key, so a flush copies no rows on its way to the sink.
+    pub batches: Vec<RecordBatch>,
+}
+
+impl FlushBatch<'_> {
+    /// How many rows the flush holds.
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
 }
 
 /// What a sink reports after landing a flush.

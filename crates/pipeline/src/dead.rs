@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use arrow::array::RecordBatch;
 use sluice_core::FlushId;
 
-/// Writes one refused batch and its error. Returns the path of the rows.
+/// Writes one refused flush (its rows in `batches`) and its error. Returns the path of the rows.
 pub(crate) fn write(
     root: &Path,
     id: &FlushId,
-    batch: &RecordBatch,
+    batches: &[RecordBatch],
     sink: &str,
     error: &str,
 ) -> std::io::Result<PathBuf> {
@@ -32,7 +32,7 @@ pub(crate) fn write(
     {
         let mut writer = arrow::json::LineDelimitedWriter::new(&mut rows);
         writer
-            .write(batch)
+            .write_batches(&batches.iter().collect::<Vec<_>>())
             .and_then(|()| writer.finish())
             .map_err(std::io::Error::other)?;
     }
@@ -42,7 +42,7 @@ pub(crate) fn write(
         id.partition,
         id.first_seq,
         id.last_seq,
-        batch.num_rows()
+        batches.iter().map(RecordBatch::num_rows).sum::<usize>()
     );
     let rows_path = dir.join(format!("{stem}.ndjson"));
     put(&dir, &rows_path, &rows)?;
@@ -102,7 +102,7 @@ mod tests {
         let path = write(
             dir.path(),
             &id,
-            &batch,
+            &[batch.slice(0, 1), batch.slice(1, 1)],
             "postgres",
             "column \"s\" does not exist",
         )
@@ -113,7 +113,9 @@ mod tests {
         );
         let note = std::fs::read_to_string(path.with_extension("error.txt")).unwrap();
         assert!(
-            note.contains("column \"s\" does not exist") && note.contains("5..=9"),
+            note.contains("column \"s\" does not exist")
+                && note.contains("5..=9")
+                && note.contains("rows: 2"),
             "{note}"
         );
     }

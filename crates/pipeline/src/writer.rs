@@ -127,6 +127,10 @@ type FlushResult = (Result<Landed, SinkError>, Duration);
 /// instead of being woken for every insert.
 const INBOX: usize = 512;
 
+/// Rows per batch of a sorted flush (a table without a sort key hands its sinks the batches
+/// the inserts came in).
+const SORTED_BATCH_ROWS: usize = 64 * 1024;
+
 struct Inflight {
     key: PartitionKey,
     sealed: Sealed<Token>,
@@ -435,17 +439,12 @@ impl Writer {
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let sorted_table = table.clone();
-            let batch = tokio::task::spawn_blocking(move || {
-                let schema = sorted_table.schema().arrow().clone();
-                let batch = match chunks.as_slice() {
-                    [one] => one.clone(),
-                    many => arrow::compute::concat_batches(&schema, many)?,
-                };
-                sorted_table.sort(batch)
+            let batches = tokio::task::spawn_blocking(move || {
+                sorted_table.sort_chunks(&chunks, SORTED_BATCH_ROWS)
             })
             .await;
-            let batch = match batch {
-                Ok(Ok(batch)) => batch,
+            let batches = match batches {
+                Ok(Ok(batches)) => batches,
                 Ok(Err(e)) => {
                     let error = SinkError::permanent(
                         sink.name(),
@@ -462,7 +461,7 @@ impl Writer {
             let flush = FlushBatch {
                 table: &table,
                 id,
-                batch,
+                batches,
             };
             let result = sink.write(flush).await;
             (result, started.elapsed())
@@ -605,12 +604,8 @@ impl Writer {
             tracing::error!(table = %id.table, partition = %id.partition, rows = sealed.rows, error, "the store refused a batch for good; its rows are dropped");
             return None;
         };
-        let written = sealed
-            .concat(self.table.schema().arrow())
-            .map_err(|e| e.to_string())
-            .and_then(|batch| {
-                dead::write(root, id, &batch, self.sink.name(), error).map_err(|e| e.to_string())
-            });
+        let written = dead::write(root, id, &sealed.chunks, self.sink.name(), error)
+            .map_err(|e| e.to_string());
         match &written {
             Ok(path) => {
                 self.instruments.dead_batches.increment(1);

@@ -45,7 +45,8 @@ fn flush<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
             first_seq: seq,
             last_seq: seq,
         },
-        batch,
+        // Two batches, as a flush of several inserts arrives.
+        batches: vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)],
     }
 }
 

@@ -195,11 +195,14 @@ impl ClickHouseSink {
         if missing {
             self.create_table(flush.table).await?;
         }
-        let batch = flush.batch;
+        let batches = flush.batches;
         let compress = self.client.gzip();
         let body = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, SinkError> {
-            let prepared = prepare(&batch).map_err(|e| SinkError::permanent(SINK, e))?;
-            let json = ndjson(&prepared).map_err(|e| SinkError::permanent(SINK, e))?;
+            let mut json = Vec::new();
+            for batch in &batches {
+                let prepared = prepare(batch).map_err(|e| SinkError::permanent(SINK, e))?;
+                ndjson(&prepared, &mut json).map_err(|e| SinkError::permanent(SINK, e))?;
+            }
             if compress {
                 gzip(&json).map_err(|e| SinkError::retriable(SINK, format!("cannot gzip: {e}")))
             } else {

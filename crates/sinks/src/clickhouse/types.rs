@@ -113,16 +113,15 @@ fn timestamp_text(micros: i64) -> String {
         .unwrap_or_else(|| format!("{micros} µs since the epoch"))
 }
 
-/// The rows as newline-delimited JSON objects; nulls are left out, which ClickHouse reads as
-/// `NULL` for a `Nullable` column.
-pub(crate) fn ndjson(batch: &RecordBatch) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(batch.get_array_memory_size());
-    let mut writer = arrow::json::LineDelimitedWriter::new(&mut out);
+/// Appends the rows to `out` as newline-delimited JSON objects; nulls are left out, which
+/// ClickHouse reads as `NULL` for a `Nullable` column.
+pub(crate) fn ndjson(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), String> {
+    out.reserve(batch.get_array_memory_size());
+    let mut writer = arrow::json::LineDelimitedWriter::new(out);
     writer
         .write(batch)
         .and_then(|()| writer.finish())
-        .map_err(|e| format!("cannot encode the batch as JSON: {e}"))?;
-    Ok(out)
+        .map_err(|e| format!("cannot encode the batch as JSON: {e}"))
 }
 
 #[cfg(test)]
@@ -148,7 +147,9 @@ mod tests {
             ("ok", Arc::new(ok)),
             ("s", Arc::new(s)),
         ]);
-        let text = String::from_utf8(ndjson(&prepare(&b).unwrap()).unwrap()).unwrap();
+        let mut out = Vec::new();
+        ndjson(&prepare(&b).unwrap(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

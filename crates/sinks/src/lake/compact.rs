@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use arrow::array::RecordBatch;
-use arrow::compute::{BatchCoalescer, concat_batches};
+use arrow::compute::BatchCoalescer;
 use futures_util::StreamExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::metadata::KeyValue;
@@ -303,12 +303,7 @@ fn sorted(table: &TableDef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch
         out.extend(std::iter::from_fn(|| coalescer.next_completed_batch()));
         return Ok(out);
     }
-    let schema = batches[0].schema();
-    let all = concat_batches(&schema, &batches)
-        .map_err(|e| SinkError::permanent(SINK, format!("cannot merge batches: {e}")))?;
-    drop(batches);
-    let sorted = table
-        .sort(all)
-        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
-    Ok(vec![sorted])
+    table
+        .sort_chunks(&batches, WRITE_BATCH_ROWS)
+        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))
 }

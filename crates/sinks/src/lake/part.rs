@@ -76,7 +76,8 @@ pub(crate) struct WrittenPart {
     pub(crate) stats: String,
 }
 
-/// Writes `batch` as one part of `table` into `files` (durable unless `sync` says otherwise).
+/// Writes `batches` (a flush's rows in order) as one part of `table` into `files` (durable
+/// unless `sync` says otherwise).
 /// `schema` is the table's file schema ([`super::schema::file_schema`]).
 pub(crate) fn write_part(
     config: &LakeConfig,
@@ -84,12 +85,15 @@ pub(crate) fn write_part(
     files: &TableFiles,
     schema: &SchemaRef,
     id: &FlushId,
-    batch: &RecordBatch,
+    batches: &[RecordBatch],
     sync: FileSync,
 ) -> Result<WrittenPart, SinkError> {
     let key_name = table.partition().key_name();
     let folder = partition_dir_name(key_name.as_deref(), &id.partition);
-    let batch = to_file_batch(table, schema, batch)?;
+    let batches = batches
+        .iter()
+        .map(|batch| to_file_batch(table, schema, batch))
+        .collect::<Result<Vec<_>, _>>()?;
     let name = part_name(id.first_seq, id.last_seq);
     let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
     write_file(
@@ -98,7 +102,7 @@ pub(crate) fn write_part(
         files,
         folder.as_deref(),
         &name,
-        &[batch],
+        &batches,
         footer,
         sync,
     )

@@ -304,7 +304,7 @@ impl Sink for LakeSink {
                     &target,
                     &schema,
                     &id,
-                    &flush.batch,
+                    &flush.batches,
                     FileSync::Durable,
                 )
             })
@@ -368,7 +368,15 @@ fn bulk_write(
             first_seq: 0,
             last_seq: 0,
         };
-        let part = write_part(config, table, files, &schema, &id, batch, sync)?;
+        let part = write_part(
+            config,
+            table,
+            files,
+            &schema,
+            &id,
+            std::slice::from_ref(batch),
+            sync,
+        )?;
         Ok(vec![(key.clone(), part)])
     })
 }

@@ -154,8 +154,7 @@ impl PostgresSink {
             // A replay of a flush this database already holds.
             return Ok(Landed::default());
         }
-        let batch = &flush.batch;
-        let schema = batch.schema();
+        let schema = flush.table.schema().arrow().clone();
         let mut names = Vec::new();
         let mut types: Vec<Type> = Vec::new();
         for field in schema.fields() {
@@ -174,22 +173,26 @@ impl PostgresSink {
             .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
         let writer = BinaryCopyInWriter::new(sink, &types);
         pin_mut!(writer);
-        let columns = batch.columns();
-        let mut values: Vec<Value<'_>> = Vec::with_capacity(columns.len());
-        for row in 0..batch.num_rows() {
-            values.clear();
-            for (i, column) in columns.iter().enumerate() {
-                values.push(value(column.as_ref(), row).map_err(|e| {
-                    SinkError::permanent(SINK, format!("column '{}': {e}", schema.field(i).name()))
-                })?);
+        let mut values: Vec<Value<'_>> = Vec::with_capacity(schema.fields().len());
+        for batch in &flush.batches {
+            for row in 0..batch.num_rows() {
+                values.clear();
+                for (i, column) in batch.columns().iter().enumerate() {
+                    values.push(value(column.as_ref(), row).map_err(|e| {
+                        SinkError::permanent(
+                            SINK,
+                            format!("column '{}': {e}", schema.field(i).name()),
+                        )
+                    })?);
+                }
+                let refs: Vec<&(dyn ToSql + Sync)> =
+                    values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+                writer
+                    .as_mut()
+                    .write(&refs)
+                    .await
+                    .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
             }
-            let refs: Vec<&(dyn ToSql + Sync)> =
-                values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-            writer
-                .as_mut()
-                .write(&refs)
-                .await
-                .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
         }
         writer
             .finish()

@@ -131,8 +131,7 @@ fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkEr
         // A replay of a flush this database already holds.
         return Ok(Landed::default());
     }
-    let batch = &flush.batch;
-    let schema = batch.schema();
+    let schema = flush.table.schema().arrow().clone();
     let names: Vec<String> = schema.fields().iter().map(|f| quote(f.name())).collect();
     let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
     let sql = format!(
@@ -145,24 +144,26 @@ fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkEr
         let mut stmt = tx
             .prepare(&sql)
             .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
-        let columns = batch
-            .columns()
-            .iter()
-            .map(|c| Column::new(c.as_ref()))
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|e| SinkError::permanent(SINK, e))?;
-        for row in 0..batch.num_rows() {
-            for (i, column) in columns.iter().enumerate() {
-                column.bind(&mut stmt, i + 1, row).map_err(|e| match e {
-                    BindError::Sqlite(e) => classify(e, "cannot bind a value"),
-                    BindError::Value(message) => SinkError::permanent(
-                        SINK,
-                        format!("column '{}': {message}", schema.field(i).name()),
-                    ),
-                })?;
+        for batch in &flush.batches {
+            let columns = batch
+                .columns()
+                .iter()
+                .map(|c| Column::new(c.as_ref()))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|e| SinkError::permanent(SINK, e))?;
+            for row in 0..batch.num_rows() {
+                for (i, column) in columns.iter().enumerate() {
+                    column.bind(&mut stmt, i + 1, row).map_err(|e| match e {
+                        BindError::Sqlite(e) => classify(e, "cannot bind a value"),
+                        BindError::Value(message) => SinkError::permanent(
+                            SINK,
+                            format!("column '{}': {message}", schema.field(i).name()),
+                        ),
+                    })?;
+                }
+                stmt.raw_execute()
+                    .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
             }
-            stmt.raw_execute()
-                .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
         }
     }
     tx.execute(
@@ -193,14 +194,14 @@ impl Sink for SqliteSink {
 
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
         let table = flush.table.clone();
-        let (id, batch) = (flush.id, flush.batch);
+        let (id, batches) = (flush.id, flush.batches);
         Box::pin(self.blocking(move |conn| {
             write(
                 conn,
                 &FlushBatch {
                     table: &table,
                     id,
-                    batch,
+                    batches,
                 },
             )
         }))
