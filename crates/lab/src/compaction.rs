@@ -5,7 +5,9 @@
 //! after of each.
 //!
 //! pyarrow runs first and writes elsewhere; sluice then compacts the table itself (one Delta
-//! commit). Both read the inputs from a warm page cache.
+//! commit). Both read the inputs from a warm page cache, and each starts after the writes before
+//! it have been flushed to disk (`sync`), so neither pays for writing back the other's files or
+//! the inputs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,6 +134,7 @@ pub async fn run(
     let (pyarrow, pyarrow_skipped) = match &config.python {
         None => (None, Some("no Python given".to_owned())),
         Some(python) => {
+            settle();
             progress("pyarrow's dataset writer");
             let list = config.dir.join("inputs.txt");
             let text: String = inputs
@@ -146,6 +149,7 @@ pub async fn run(
         }
     };
 
+    settle();
     progress("sluice's compactor");
     let policy = CompactionPolicy::default();
     let started = Instant::now();
@@ -176,6 +180,14 @@ pub async fn run(
         pyarrow,
         pyarrow_skipped,
     })
+}
+
+/// Flushes every dirty page to disk, so the next side's timing holds no writeback of earlier
+/// writes. Where `sync` cannot run, the run goes on (noisier).
+fn settle() {
+    if let Err(e) = Command::new("sync").status() {
+        eprintln!("cannot run sync ({e}); timings may include writeback of earlier writes");
+    }
 }
 
 /// The seed's eight columns as a sluice table, unpartitioned, unsorted (as the files come).

@@ -152,3 +152,54 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     let reopened = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
     assert_eq!(reopened.committed(&t).await.unwrap(), vec![(key, 8)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LakeConfig::new(dir.path());
+    config.file_retention = ORPHAN_GRACE * 2;
+    let lake = LakeSink::new(config).unwrap();
+    let t = table();
+    lake.create_table(&t).await.unwrap();
+    for seq in 1..=3u64 {
+        let base = seq as i64 * 10;
+        lake.write(flush(&t, seq, &[base, base + 1])).await.unwrap();
+    }
+    let table_dir = dir.path().join("t");
+    let before = live_files(&table_dir).await.unwrap();
+    assert_eq!(before.len(), 3);
+    // Written long before the orphan grace, replaced just now by the compaction below; and a
+    // file no commit references, as old.
+    let long_ago = SystemTime::now() - ORPHAN_GRACE * 3;
+    let orphan = table_dir.join("service=api").join("part-orphan.parquet");
+    std::fs::copy(table_dir.join(&before[0].relative), &orphan).unwrap();
+    let aged = before
+        .iter()
+        .map(|f| table_dir.join(&f.relative))
+        .chain([orphan.clone()]);
+    for path in aged {
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+
+    let report = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((report.merges, report.files_in), (1, 3), "{report:?}");
+    assert_eq!(report.files_deleted, 1, "only the orphan: {report:?}");
+    assert!(!orphan.exists());
+    for file in &before {
+        assert!(
+            table_dir.join(&file.relative).exists(),
+            "{} deleted within the retention",
+            file.relative
+        );
+    }
+    let (_, counts) = ids(&table_dir).await;
+    assert_eq!(counts.len(), 6);
+}

@@ -202,15 +202,16 @@ fn merge(
 }
 
 /// Deletes files the table no longer references: those a compaction replaced more than
-/// `retention` ago, and those no commit ever referenced, after [`ORPHAN_GRACE`]. Returns how
-/// many it deleted.
+/// `retention` ago, and those no commit ever referenced, after [`ORPHAN_GRACE`]. A replaced file
+/// is never taken for an orphan, however old the file: only its removal's age counts. Returns
+/// how many it deleted.
 pub(crate) async fn vacuum(
     log: &Arc<Mutex<TableLog>>,
     retention: Duration,
 ) -> Result<u64, SinkError> {
-    let (files, live, removed) = {
+    let (files, referenced, expired) = {
         let mut log = log.lock().await;
-        let live: HashSet<String> = log
+        let mut referenced: HashSet<String> = log
             .live_files()
             .await?
             .into_iter()
@@ -218,22 +219,28 @@ pub(crate) async fn vacuum(
             .collect();
         let cutoff = chrono::Utc::now().timestamp_millis()
             - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-        let removed = log.removed_before(cutoff).await?;
-        (log.files().clone(), live, removed)
+        let mut expired = Vec::new();
+        for (relative, at) in log.removed().await? {
+            if at < cutoff && !referenced.contains(&relative) {
+                expired.push(relative.clone());
+            }
+            referenced.insert(relative);
+        }
+        (log.files().clone(), referenced, expired)
     };
     tokio::task::spawn_blocking(move || {
         let mut deleted = 0;
-        for relative in removed {
-            if !live.contains(&relative) && files.delete(&relative) {
+        for relative in expired {
+            if files.delete(&relative) {
                 deleted += 1;
             }
         }
         let now = SystemTime::now();
-        for (relative, modified) in files.data_files()? {
+        for (relative, modified) in files.unreferenced_files(&referenced)? {
             let old = now
                 .duration_since(modified)
                 .is_ok_and(|age| age > ORPHAN_GRACE);
-            if old && !live.contains(&relative) && files.delete(&relative) {
+            if old && files.delete(&relative) {
                 deleted += 1;
             }
         }
@@ -270,7 +277,7 @@ fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, Sin
             format!("cannot read {}: {e}", files.describe(relative)),
         )
     };
-    let source = files.open(relative)?;
+    let source = files.read(relative)?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(source)
         .and_then(|b| b.with_batch_size(64 * 1024).build())
         .map_err(|e| failed(&e))?;

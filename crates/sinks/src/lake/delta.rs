@@ -382,9 +382,9 @@ impl TableLog {
         }
     }
 
-    /// Files removed from the table before `cutoff_ms` (milliseconds since the epoch): no
-    /// reader that started within the retention can still need them.
-    pub(crate) async fn removed_before(&self, cutoff_ms: i64) -> Result<Vec<String>, SinkError> {
+    /// Every file the log records as removed, with when (milliseconds since the epoch; a
+    /// removal without a time never expires).
+    pub(crate) async fn removed(&self) -> Result<Vec<(String, i64)>, SinkError> {
         use futures_util::TryStreamExt;
         let tombstones: Vec<_> = self
             .state
@@ -394,8 +394,10 @@ impl TableLog {
             .map_err(|e| delta_error(&self.location, "read", e))?;
         Ok(tombstones
             .iter()
-            .filter(|t| t.deletion_timestamp().is_some_and(|at| at < cutoff_ms))
-            .map(|t| t.path().into_owned())
+            .map(|t| {
+                let at = t.deletion_timestamp().unwrap_or(i64::MAX);
+                (t.path().into_owned(), at)
+            })
             .collect())
     }
 

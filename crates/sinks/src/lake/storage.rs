@@ -15,7 +15,7 @@
 //! Object-store calls are async; the sink calls these helpers on blocking threads, so a
 //! [`TableFiles::Store`] carries the runtime handle it blocks on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -132,14 +132,6 @@ pub(crate) enum TableFiles {
     },
 }
 
-/// An open data file, to read.
-pub(crate) enum Source {
-    /// A local file.
-    File(File),
-    /// An object's bytes.
-    Bytes(Bytes),
-}
-
 impl TableFiles {
     /// The files of the table at `location`; `store` (rooted at the table) serves an
     /// object-store location. Call inside the runtime that is to serve the store.
@@ -215,17 +207,18 @@ impl TableFiles {
         }
     }
 
-    /// Opens `relative` to read.
-    pub(crate) fn open(&self, relative: &str) -> Result<Source, SinkError> {
+    /// The whole of `relative`, read at once: one read (or one GET) per file, rather than one
+    /// per column chunk as a reader of an open file does, which is most of the cost of reading
+    /// thousands of small parts.
+    pub(crate) fn read(&self, relative: &str) -> Result<Bytes, SinkError> {
         match self {
-            Self::Folder { dir, .. } => File::open(dir.join(relative))
-                .map(Source::File)
-                .map_err(|e| io_error(&self.describe(relative), "open", e)),
+            Self::Folder { dir, .. } => std::fs::read(dir.join(relative))
+                .map(Bytes::from)
+                .map_err(|e| io_error(&self.describe(relative), "read", e)),
             Self::Store { store, runtime, .. } => {
                 let location = store_path(relative)?;
                 runtime
                     .block_on(async { store.get(&location).await?.bytes().await })
-                    .map(Source::Bytes)
                     .map_err(|e| store_error(&self.describe(relative), "read", e))
             }
         }
@@ -277,11 +270,14 @@ impl TableFiles {
         })
     }
 
-    /// Every data file under the table (not under `_`-folders): its path from the table and
-    /// when it was last modified.
-    pub(crate) fn data_files(&self) -> Result<Vec<(String, SystemTime)>, SinkError> {
+    /// The data files under the table (not under `_`-folders) that `referenced` does not name:
+    /// each one's path from the table and when it was last modified.
+    pub(crate) fn unreferenced_files(
+        &self,
+        referenced: &HashSet<String>,
+    ) -> Result<Vec<(String, SystemTime)>, SinkError> {
         match self {
-            Self::Folder { dir, .. } => Ok(local_data_files(dir)),
+            Self::Folder { dir, .. } => Ok(local_unreferenced_files(dir, referenced)),
             Self::Store { store, runtime, .. } => {
                 let objects: Vec<_> = runtime
                     .block_on(store.list(None).try_collect())
@@ -290,7 +286,7 @@ impl TableFiles {
                     .into_iter()
                     .filter_map(|meta| {
                         let relative = meta.location.to_string();
-                        is_data_file(&relative)
+                        (is_data_file(&relative) && !referenced.contains(&relative))
                             .then(|| (relative, SystemTime::from(meta.last_modified)))
                     })
                     .collect())
@@ -306,34 +302,6 @@ impl TableFiles {
                 remove_local_temporaries(dir)
             }
             Self::Store { .. } => Ok(()),
-        }
-    }
-}
-
-/// Reads a file's bytes, whichever kind of source.
-impl parquet::file::reader::Length for Source {
-    fn len(&self) -> u64 {
-        match self {
-            Self::File(file) => file.len(),
-            Self::Bytes(bytes) => bytes.len() as u64,
-        }
-    }
-}
-
-impl parquet::file::reader::ChunkReader for Source {
-    type T = Box<dyn std::io::Read + Send>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(match self {
-            Self::File(file) => Box::new(file.get_read(start)?),
-            Self::Bytes(bytes) => Box::new(bytes.get_read(start)?),
-        })
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        match self {
-            Self::File(file) => file.get_bytes(start, length),
-            Self::Bytes(bytes) => bytes.get_bytes(start, length),
         }
     }
 }
@@ -370,7 +338,7 @@ fn is_data_file(relative: &str) -> bool {
     false
 }
 
-fn local_data_files(dir: &Path) -> Vec<(String, SystemTime)> {
+fn local_unreferenced_files(dir: &Path, referenced: &HashSet<String>) -> Vec<(String, SystemTime)> {
     let mut out = Vec::new();
     let mut stack = vec![(String::new(), dir.to_owned())];
     while let Some((prefix, folder)) = stack.pop() {
@@ -387,7 +355,7 @@ fn local_data_files(dir: &Path) -> Vec<(String, SystemTime)> {
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
             if is_dir && !name.starts_with('_') {
                 stack.push((relative, entry.path()));
-            } else if !is_dir && is_data_file(&relative) {
+            } else if !is_dir && is_data_file(&relative) && !referenced.contains(&relative) {
                 let modified = entry
                     .metadata()
                     .and_then(|m| m.modified())
