@@ -11,8 +11,9 @@
 //! - **Old**: the age timer arms when the first row arrives; [`Batcher::deadline`] says when it
 //!   fires.
 //!
-//! [`Batcher::take`] seals the batch and leaves the batcher empty. Concatenating the sealed chunks
-//! into one batch is left to [`Sealed::concat`], so the caller can do it off its hot loop.
+//! [`Batcher::take`] coalesces the last small pieces too, seals the batch and leaves the batcher
+//! empty: a sealed batch that waits (the store is down) holds few allocations however small its
+//! inserts were. Its chunks go to the store as they are.
 
 use std::time::Instant;
 
@@ -123,8 +124,13 @@ impl<T> Batcher<T> {
     }
 
     /// Seals what is buffered and leaves the batcher empty. `None` when there is nothing.
+    /// [`Batcher::bytes`] just before tells what was buffered; the sealed batch's `bytes` may be
+    /// less (its last pieces coalesced).
     pub fn take(&mut self, reason: FlushReason) -> Option<Sealed<T>> {
         let opened_at = self.opened_at.take()?;
+        if self.pieces.len() > 1 {
+            self.coalesce();
+        }
         let (first_seq, last_seq) = self.seqs.take().unwrap_or_default();
         let mut chunks = std::mem::take(&mut self.chunks);
         chunks.append(&mut self.pieces);
@@ -297,8 +303,11 @@ mod tests {
             b.push(rows(&[i]), i as u64, i, t0);
         }
         assert!(b.bytes() < before / 4, "{} vs {before}", b.bytes());
+        let buffered = b.bytes();
         let sealed = b.take(FlushReason::Shutdown).unwrap();
-        assert_eq!(sealed.chunks.len(), 3 + 7);
+        // Three coalesced chunks, and the last seven pieces coalesced when sealing.
+        assert_eq!(sealed.chunks.len(), 3 + 1);
+        assert!(sealed.bytes < buffered, "{} vs {buffered}", sealed.bytes);
         assert_eq!(sealed.tokens.len(), n as usize);
         let all =
             arrow::compute::concat_batches(&sealed.chunks[0].schema(), &sealed.chunks).unwrap();

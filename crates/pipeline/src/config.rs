@@ -25,7 +25,8 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the pipeline runs.
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
-    /// Arrow memory all tables may buffer together, in bytes.
+    /// Arrow memory all tables may buffer together, in bytes, with
+    /// [`crate::INSERT_OVERHEAD`] counted for each insert piece.
     pub max_buffer_bytes: u64,
     /// The share of `max_buffer_bytes` one table may hold, in (0, 1].
     pub max_table_share: f64,

@@ -34,7 +34,7 @@ pub use config::{
     DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
 };
 pub use error::{InsertError, StartError};
-pub use memory::MemoryBudget;
+pub use memory::{INSERT_OVERHEAD, MemoryBudget};
 pub use pipeline::{
     Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,
 };

@@ -1,8 +1,8 @@
 //! The memory budget: a byte counter shared by every table's buffers, and one per table within
 //! it (a table's share), so one hot table cannot take all of it and starve the others.
 //!
-//! Inserts reserve their decoded size before they are buffered and writers release it when the
-//! batch lands. The HTTP edge uses [`MemoryBudget::try_reserve`] and answers 503 when it fails;
+//! Inserts reserve their decoded size, plus [`INSERT_OVERHEAD`], before they are buffered and
+//! writers release it when the batch lands. The HTTP edge uses [`MemoryBudget::try_reserve`] and answers 503 when it fails;
 //! the library API waits in [`MemoryBudget::reserve`]. Nothing already accepted is ever dropped
 //! to make room. A table's budget is a child of the pipeline's: a reservation must fit both.
 
@@ -10,6 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
+
+/// What the budget counts for each buffered insert (each partition piece of one) besides its
+/// rows: what sluice keeps to acknowledge it and to release its place in the write-ahead log, and
+/// the allocator's share of its small allocations. Without it a flood of one-row inserts held
+/// during an outage took nine times the budget (`sluice lab overload --rows-per-insert 1`).
+pub const INSERT_OVERHEAD: u64 = 1024;
 
 /// Bytes of buffered Arrow memory, against a limit.
 #[derive(Debug)]

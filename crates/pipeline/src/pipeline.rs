@@ -343,7 +343,7 @@ fn replay_frames(
             .map(|p| p.batch.num_rows() as u64)
             .sum::<u64>();
         // Replayed rows were accepted before the crash: they are admitted even over the budget.
-        handle.memory.force(pieces.iter().map(|p| p.bytes).sum());
+        handle.memory.force(pieces.iter().map(Piece::charge).sum());
         let msg = InsertMsg {
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,
@@ -615,7 +615,7 @@ impl Pipeline {
             })
             .collect();
         self.throttle(handle, &pieces).await?;
-        let bytes: u64 = pieces.iter().map(|p| p.bytes).sum();
+        let bytes: u64 = pieces.iter().map(Piece::charge).sum();
         let memory = &handle.memory;
         match admission {
             Admission::Refuse => memory.try_reserve(bytes)?,

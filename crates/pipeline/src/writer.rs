@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 
 use crate::ack::{Failure, Waiter};
 use crate::dead;
-use crate::memory::MemoryBudget;
+use crate::memory::{INSERT_OVERHEAD, MemoryBudget};
 use crate::stats::{TableStats, names};
 
 /// A message to a table's writer.
@@ -94,8 +94,21 @@ impl FrameAck {
 pub(crate) struct Piece {
     pub(crate) key: PartitionKey,
     pub(crate) batch: RecordBatch,
-    /// Arrow memory reserved for it.
+    /// Its Arrow memory.
     pub(crate) bytes: u64,
+}
+
+impl Piece {
+    /// What it holds of the memory budget: its Arrow memory and [`INSERT_OVERHEAD`].
+    pub(crate) fn charge(&self) -> u64 {
+        self.bytes + INSERT_OVERHEAD
+    }
+}
+
+/// What a sealed batch holds of the memory budget: its Arrow memory and [`INSERT_OVERHEAD`] for
+/// each insert piece in it.
+fn charge(sealed: &Sealed<Token>) -> u64 {
+    sealed.bytes + INSERT_OVERHEAD * sealed.tokens.len() as u64
 }
 
 /// What each buffered insert carries until its rows land.
@@ -339,7 +352,7 @@ impl Writer {
         match msg.durable.as_ref().and_then(|d| d.result()) {
             Some(Err(_)) => {
                 for piece in &msg.pieces {
-                    self.memory.release(piece.bytes);
+                    self.memory.release(piece.charge());
                     if let Some(frame) = &msg.frame {
                         frame.piece_done();
                     }
@@ -383,9 +396,18 @@ impl Writer {
     }
 
     fn seal(&mut self, key: &PartitionKey, reason: FlushReason) {
-        if let Some(mut buffer) = self.buffers.remove(key)
-            && let Some(sealed) = buffer.take(reason)
-        {
+        let Some(mut buffer) = self.buffers.remove(key) else {
+            return;
+        };
+        let before = buffer.bytes();
+        if let Some(sealed) = buffer.take(reason) {
+            // Sealing coalesces the last small pieces, which may change what they take.
+            if sealed.bytes < before {
+                self.memory.release(before - sealed.bytes);
+            } else {
+                self.memory.force(sealed.bytes - before);
+            }
+            self.buffered_bytes = self.buffered_bytes + sealed.bytes - before;
             if let Some(counter) = self.instruments.flushes.get(reason.as_str()) {
                 counter.increment(1);
             }
@@ -620,7 +642,7 @@ impl Writer {
     }
 
     fn release(&mut self, sealed: &Sealed<Token>) {
-        self.memory.release(sealed.bytes);
+        self.memory.release(charge(sealed));
         self.buffered_rows -= sealed.rows;
         self.buffered_bytes -= sealed.bytes;
         self.publish_buffered();
@@ -666,11 +688,11 @@ impl Writer {
                     waiter.failed(Failure::Abandoned(reason.clone()));
                 }
             }
-            self.memory.release(sealed.bytes);
+            self.memory.release(charge(&sealed));
         }
         for msg in self.undurable.drain(..) {
             for piece in &msg.pieces {
-                self.memory.release(piece.bytes);
+                self.memory.release(piece.charge());
             }
         }
         tracing::error!(table = %self.table.name(), lost, deferred, error = %reason, "rows not landed at shutdown");

@@ -178,6 +178,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
     let report = pipeline.shutdown().await;
     assert_eq!(report.rows_lost(), 0);
     assert!(pipeline.tables()[0].failing.is_none());
+    assert_eq!(pipeline.memory().0, 0, "a reservation outlived its rows");
 
     let counts = ids_on_disk(dir.path());
     let expected: Vec<i64> = accepted.into_iter().flatten().collect();
