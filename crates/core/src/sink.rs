@@ -55,13 +55,6 @@ pub struct FlushBatch<'a> {
     pub batches: Vec<RecordBatch>,
 }
 
-impl FlushBatch<'_> {
-    /// How many rows the flush holds.
-    pub fn num_rows(&self) -> usize {
-        self.batches.iter().map(RecordBatch::num_rows).sum()
-    }
-}
-
 /// What a sink reports after landing a flush.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Landed {

@@ -155,10 +155,10 @@ impl TableDef {
     }
 
     /// The rows of `chunks` (in order) sorted by the table's sort key (nulls first; rows with
-    /// equal keys in no particular order), in batches of at most `batch_rows` rows. Only the key's columns are gathered to
-    /// find the order; each row is then copied once, straight from its chunk, so sorting costs
-    /// one copy of the rows, not a concatenated copy and then a sorted one. A table without a
-    /// sort key gets its chunks back as they are (no copy).
+    /// equal keys in no particular order), in batches of at most `batch_rows` rows. Only the
+    /// key's columns are gathered to find the order; each row is then copied once, straight from
+    /// its chunk, so sorting costs one copy of the rows, not a concatenated copy and then a
+    /// sorted one. A table without a sort key gets its chunks back as they are (no copy).
     pub fn sort_chunks(
         &self,
         chunks: &[RecordBatch],
@@ -199,9 +199,10 @@ impl TableDef {
             })
             .collect();
         let sources: Vec<&RecordBatch> = chunks.iter().collect();
-        let mut out = Vec::with_capacity(rows.div_ceil(batch_rows.max(1)));
-        let mut picks = Vec::with_capacity(batch_rows.max(1).min(rows));
-        for piece in order.values().chunks(batch_rows.max(1)) {
+        let batch_rows = batch_rows.max(1);
+        let mut out = Vec::with_capacity(rows.div_ceil(batch_rows));
+        let mut picks = Vec::with_capacity(batch_rows.min(rows));
+        for piece in order.values().chunks(batch_rows) {
             picks.clear();
             picks.extend(piece.iter().map(|&row| {
                 let row = row as usize;

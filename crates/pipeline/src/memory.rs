@@ -2,9 +2,10 @@
 //! it (a table's share), so one hot table cannot take all of it and starve the others.
 //!
 //! Inserts reserve their decoded size, plus [`INSERT_OVERHEAD`], before they are buffered and
-//! writers release it when the batch lands. The HTTP edge uses [`MemoryBudget::try_reserve`] and answers 503 when it fails;
-//! the library API waits in [`MemoryBudget::reserve`]. Nothing already accepted is ever dropped
-//! to make room. A table's budget is a child of the pipeline's: a reservation must fit both.
+//! writers release it when the batch lands. The HTTP edge uses [`MemoryBudget::try_reserve`] and
+//! answers 503 when it fails; the library API waits in [`MemoryBudget::reserve`]. Nothing
+//! already accepted is ever dropped to make room. A table's budget is a child of the pipeline's:
+//! a reservation must fit both.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

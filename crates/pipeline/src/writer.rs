@@ -381,17 +381,22 @@ impl Writer {
             let full = buffer.push(piece.batch, msg.seq, token, now);
             let after = buffer.bytes();
             // Coalescing may have shrunk the buffer below what was reserved for it.
-            let expected = before + piece.bytes;
-            if after < expected {
-                self.memory.release(expected - after);
-            } else {
-                self.memory.force(after - expected);
-            }
+            self.rereserve(before + piece.bytes, after);
             self.buffered_rows += rows;
             self.buffered_bytes = self.buffered_bytes + after - before;
             if let Some(reason) = full {
                 self.seal(&piece.key, reason);
             }
+        }
+    }
+
+    /// Brings the budget from `reserved` to `held` bytes for rows whose Arrow memory changed
+    /// when they were coalesced.
+    fn rereserve(&self, reserved: u64, held: u64) {
+        if held < reserved {
+            self.memory.release(reserved - held);
+        } else {
+            self.memory.force(held - reserved);
         }
     }
 
@@ -402,11 +407,7 @@ impl Writer {
         let before = buffer.bytes();
         if let Some(sealed) = buffer.take(reason) {
             // Sealing coalesces the last small pieces, which may change what they take.
-            if sealed.bytes < before {
-                self.memory.release(before - sealed.bytes);
-            } else {
-                self.memory.force(sealed.bytes - before);
-            }
+            self.rereserve(before, sealed.bytes);
             self.buffered_bytes = self.buffered_bytes + sealed.bytes - before;
             if let Some(counter) = self.instruments.flushes.get(reason.as_str()) {
                 counter.increment(1);
