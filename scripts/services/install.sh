@@ -36,3 +36,7 @@ fi
 # The S3-compatible server the object-store lake test writes to (s3s-fs, built from crates.io
 # into target/tools once; see scripts/services/s3.sh).
 "$(dirname "$0")/s3.sh" install >/dev/null
+
+# The Azure Blob Storage emulator the other object-store lake test writes to (Azurite, from the
+# npm registry into target/tools once; see scripts/services/azurite.sh).
+"$(dirname "$0")/azurite.sh" install

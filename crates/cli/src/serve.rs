@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
+use sluice_sinks::lake::CompactionReport;
 use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
 
@@ -96,7 +97,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
             let _ = upkeep_stopped.await;
         };
         let policy = compaction.enabled.then_some(compaction.policy);
-        lake.run_upkeep(policy, compaction.interval, stop).await;
+        lake.run_upkeep(policy, compaction.interval, record_compaction, stop)
+            .await;
     });
 
     let state =
@@ -123,6 +125,36 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     tracing::info!(tables = report.tables.len(), "everything flushed; bye");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Counts what a background compaction round did in `/metrics`.
+fn record_compaction(
+    table: &sluice_core::TableName,
+    round: &Result<CompactionReport, sluice_core::SinkError>,
+) {
+    use sluice_pipeline::names;
+    let table = table.to_string();
+    let report = match round {
+        Ok(report) => report,
+        Err(_) => {
+            metrics::counter!(names::COMPACTION_ERRORS, "table" => table).increment(1);
+            return;
+        }
+    };
+    let by_table = |name: &'static str, value: u64| {
+        metrics::counter!(name, "table" => table.clone()).increment(value);
+    };
+    by_table(names::COMPACTION_MERGES, report.merges);
+    by_table(names::COMPACTION_LOST_RACES, report.lost_races);
+    by_table(names::COMPACTION_ROWS, report.rows);
+    by_table(names::COMPACTION_FILES_DELETED, report.files_deleted);
+    for (name, inward, outward) in [
+        (names::COMPACTION_FILES, report.files_in, report.files_out),
+        (names::COMPACTION_BYTES, report.bytes_in, report.bytes_out),
+    ] {
+        metrics::counter!(name, "table" => table.clone(), "direction" => "in").increment(inward);
+        metrics::counter!(name, "table" => table.clone(), "direction" => "out").increment(outward);
+    }
 }
 
 /// Every sink the settings name, by name: the lake (also returned as itself, for its

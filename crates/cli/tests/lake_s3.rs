@@ -37,7 +37,7 @@ fn config(s3: &S3) -> String {
 /// How often each id appears, as the Python reader reads the table over S3.
 fn read_ids(s3: &S3) -> (u64, HashMap<i64, usize>) {
     let location = format!("s3://{}/lake/load", s3.bucket);
-    let read = delta_read_at(&location, &s3.storage_options(), "id");
+    let read = delta_read_at(&location, &s3.storage_options(), &[], "id");
     let counts = read["counts"]
         .as_object()
         .unwrap()

@@ -1,4 +1,4 @@
-//! Real PostgreSQL, ClickHouse and S3-compatible servers for tests and labs, started by the
+//! Real PostgreSQL, ClickHouse, S3-compatible and Azure Blob servers for tests and labs, started by the
 //! project's own scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when
 //! dropped.
 
@@ -214,6 +214,61 @@ impl S3 {
 }
 
 impl Drop for S3 {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A throwaway Azure Blob Storage server (Azurite, Microsoft's emulator) with one container, on
+/// Azurite's development account.
+pub struct Azurite {
+    /// `http://127.0.0.1:PORT`: what `AZURITE_BLOB_STORAGE_URL` must say for object_store (in
+    /// sluice or in Python) to reach it.
+    pub endpoint: String,
+    /// The container made for the caller.
+    pub container: String,
+    dir: tempfile::TempDir,
+}
+
+impl Azurite {
+    /// Starts a fresh server with an empty container `container`.
+    pub fn start(container: &str) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-azurite-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let port = free_port().map_err(|e| e.to_string())?;
+        let path = dir.path().to_string_lossy().into_owned();
+        let endpoint = run(
+            "azurite.sh",
+            &["start", &path, &port.to_string(), container],
+        )?;
+        Ok(Self {
+            endpoint,
+            container: container.to_owned(),
+            dir,
+        })
+    }
+
+    /// The `[lake.storage]` options (object_store's names) that reach this server, together
+    /// with [`Azurite::env`].
+    pub fn storage_options(&self) -> Vec<(&'static str, String)> {
+        vec![("azure_storage_use_emulator", "true".to_owned())]
+    }
+
+    /// The environment a process reaching this server needs: object_store reads the emulator's
+    /// address from `AZURITE_BLOB_STORAGE_URL` only.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("AZURITE_BLOB_STORAGE_URL", self.endpoint.clone())]
+    }
+
+    /// Stops the server.
+    pub fn stop(&self) -> Result<(), String> {
+        run("azurite.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+}
+
+impl Drop for Azurite {
     fn drop(&mut self) {
         let _ = self.stop();
     }

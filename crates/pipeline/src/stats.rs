@@ -52,6 +52,22 @@ pub mod names {
     /// Gauge: active parts (files) per partition, as the store last saw them. Labels `table`,
     /// `partition`. Only stores that count parts (the lake) report it.
     pub const ACTIVE_PARTS: &str = "sluice_active_parts";
+    /// Counter: merges the background compactor committed. Label `table`.
+    pub const COMPACTION_MERGES: &str = "sluice_compaction_merges_total";
+    /// Counter: merges given up because another compactor (another sluice on the same table)
+    /// got their inputs first. Label `table`.
+    pub const COMPACTION_LOST_RACES: &str = "sluice_compaction_lost_races_total";
+    /// Counter: files merged away and written by compaction. Labels `table`, `direction`
+    /// (`in`, `out`).
+    pub const COMPACTION_FILES: &str = "sluice_compaction_files_total";
+    /// Counter: bytes of those files. Labels `table`, `direction` (`in`, `out`).
+    pub const COMPACTION_BYTES: &str = "sluice_compaction_bytes_total";
+    /// Counter: rows compaction rewrote. Label `table`.
+    pub const COMPACTION_ROWS: &str = "sluice_compaction_rows_total";
+    /// Counter: replaced or orphaned files compaction deleted. Label `table`.
+    pub const COMPACTION_FILES_DELETED: &str = "sluice_compaction_files_deleted_total";
+    /// Counter: compaction rounds that failed (tried again next round). Label `table`.
+    pub const COMPACTION_ERRORS: &str = "sluice_compaction_errors_total";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
     /// Counter: frames written to the write-ahead log.

@@ -94,6 +94,32 @@ fn describe() {
     describe_counter!(names::FLUSH_ERRORS, "Failed flush attempts, by kind");
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
+    describe_counter!(
+        names::COMPACTION_MERGES,
+        "Merges the background compactor committed"
+    );
+    describe_counter!(
+        names::COMPACTION_LOST_RACES,
+        "Merges given up because another compactor got their inputs first"
+    );
+    describe_counter!(
+        names::COMPACTION_FILES,
+        "Files merged away (direction=in) and written (direction=out) by compaction"
+    );
+    describe_counter!(
+        names::COMPACTION_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes of the files merged away (direction=in) and written (direction=out)"
+    );
+    describe_counter!(names::COMPACTION_ROWS, "Rows compaction rewrote");
+    describe_counter!(
+        names::COMPACTION_FILES_DELETED,
+        "Replaced or orphaned files compaction deleted"
+    );
+    describe_counter!(
+        names::COMPACTION_ERRORS,
+        "Compaction rounds that failed (tried again next round)"
+    );
     describe_counter!(names::WAL_FRAMES, "Frames written to the write-ahead log");
     describe_counter!(
         names::WAL_BYTES,

@@ -69,14 +69,20 @@ pub struct Server {
 impl Server {
     /// Starts `sluice serve` with `config` (TOML) in a fresh data directory.
     pub fn start(config: &str) -> Server {
+        Self::start_with_env(config, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let data_dir = dir.path().join("data");
         let config_path = dir.path().join("sluice.toml");
         std::fs::write(&config_path, config).unwrap();
-        let process = ServerProcess::spawn(
+        let process = ServerProcess::spawn_with_env(
             Path::new(env!("CARGO_BIN_EXE_sluice")),
             &data_dir,
             Some(&config_path),
+            env,
         )
         .unwrap();
         Server {
@@ -149,14 +155,16 @@ pub fn python() -> PathBuf {
 /// (delta-rs): `{"rows": N, "version": V, "counts": {value of column: count}}` (null counts
 /// under `"None"`).
 pub fn delta_read(dir: &Path, column: &str) -> serde_json::Value {
-    delta_read_at(&dir.to_string_lossy(), &[], column)
+    delta_read_at(&dir.to_string_lossy(), &[], &[], column)
 }
 
 /// [`delta_read`] of the table at `location` (a folder or an object-store URL), opened with
-/// `options` (object_store's option names, as `[lake.storage]` takes them).
+/// `options` (object_store's option names, as `[lake.storage]` takes them) and with `env` added
+/// to the reader's environment.
 pub fn delta_read_at(
     location: &str,
     options: &[(&str, String)],
+    env: &[(&str, String)],
     column: &str,
 ) -> serde_json::Value {
     const SCRIPT: &str = r#"
@@ -178,6 +186,7 @@ os._exit(0)
         .arg(location)
         .arg(column)
         .arg(serde_json::Value::Object(options).to_string())
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     assert!(

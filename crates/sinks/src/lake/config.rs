@@ -228,6 +228,13 @@ mod tests {
                 .to_string(),
             "gs://bucket/t/"
         );
+        assert_eq!(
+            LakeRoot::parse("abfss://data@account.dfs.core.windows.net/lake")
+                .unwrap()
+                .table("t")
+                .to_string(),
+            "abfss://data@account.dfs.core.windows.net/lake/t/"
+        );
         let err = LakeRoot::parse("ftp://host/x").unwrap_err();
         assert!(err.contains("s3://"), "{err}");
         assert!(LakeRoot::parse("s3:///prefix").is_err());

@@ -145,11 +145,12 @@ impl LakeSink {
     /// and, with a `policy`, compacts it. A round in progress when `stop` resolves is
     /// abandoned: a merge not yet committed leaves only a file that the orphan sweep deletes
     /// later. Failures are logged and tried again next round: upkeep is never urgent enough to
-    /// stop ingest for.
+    /// stop ingest for. `observe` hears how each table's compaction went (for metrics).
     pub async fn run_upkeep(
         &self,
         policy: Option<CompactionPolicy>,
         interval: std::time::Duration,
+        observe: impl Fn(&TableName, &Result<CompactionReport, SinkError>),
         stop: impl std::future::Future<Output = ()>,
     ) {
         tokio::pin!(stop);
@@ -160,12 +161,16 @@ impl LakeSink {
             }
             tokio::select! {
                 () = &mut stop => return,
-                () = self.upkeep_round(policy) => {}
+                () = self.upkeep_round(policy, &observe) => {}
             }
         }
     }
 
-    async fn upkeep_round(&self, policy: Option<CompactionPolicy>) {
+    async fn upkeep_round(
+        &self,
+        policy: Option<CompactionPolicy>,
+        observe: &impl Fn(&TableName, &Result<CompactionReport, SinkError>),
+    ) {
         let tables: Vec<OpenTable> = self.logs.lock().await.values().cloned().collect();
         for (table, log, _) in tables {
             let Some(policy) = policy else {
@@ -179,7 +184,9 @@ impl LakeSink {
                 .active_parts(table.name())
                 .is_some_and(|parts| parts.iter().any(|p| table.throttle().is_pressed(p.parts)));
             let policy = if pressed { policy.eager() } else { policy };
-            match self.compact(&table, policy, &|_, _| {}).await {
+            let compacted = self.compact(&table, policy, &|_, _| {}).await;
+            observe(table.name(), &compacted);
+            match compacted {
                 Ok(report) if report.merges > 0 || report.files_deleted > 0 => {
                     tracing::info!(
                         table = %table.name(),
