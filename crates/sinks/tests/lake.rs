@@ -154,6 +154,42 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compacting_an_unsorted_table_keeps_every_row_once_across_coalesced_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let mut layout = table().layout();
+    layout.sort_by.clear();
+    let t = TableDef::new(TableName::new("u").unwrap(), layout, FlushPolicy::default()).unwrap();
+    lake.create_table(&t).await.unwrap();
+
+    // 30 parts of 5,000 rows: each reading thread packs more than one 64k-row batch, and the
+    // runs end in partial batches.
+    let (parts, rows_per_part) = (30u64, 5_000i64);
+    for seq in 1..=parts {
+        let first = seq as i64 * 100_000;
+        let ids: Vec<i64> = (first..first + rows_per_part).collect();
+        lake.write(flush(&t, seq, &ids)).await.unwrap();
+    }
+    let report = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.files_in, report.files_out),
+        (parts, 1),
+        "{report:?}"
+    );
+    let total = parts * rows_per_part as u64;
+    assert_eq!(report.rows, total);
+    let (order, counts) = ids(&dir.path().join("u")).await;
+    assert_eq!(counts.len() as u64, total);
+    assert!(counts.values().all(|&n| n == 1), "a row was written twice");
+    // Each input's rows stay together and in their order.
+    let runs = order.windows(2).filter(|w| w[1] != w[0] + 1).count() + 1;
+    assert_eq!(runs as u64, parts, "inputs were interleaved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = LakeConfig::new(dir.path());

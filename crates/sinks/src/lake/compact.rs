@@ -180,9 +180,12 @@ fn merge(
     files: &TableFiles,
     inputs: &[LiveFile],
 ) -> Result<(WrittenPart, u64), SinkError> {
-    let batches = read_inputs(files, inputs)?;
+    let batches = read_inputs(files, inputs, table.sort_by().is_empty())?;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let batches = sorted(table, batches)?;
+    // Inputs are sorted runs; their concatenation is not.
+    let batches = table
+        .sort_chunks(&batches, WRITE_BATCH_ROWS)
+        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
     let folder = inputs
         .first()
         .and_then(|input| input.relative.rsplit_once('/'))
@@ -265,9 +268,53 @@ fn is_ours(relative: &str) -> bool {
     name.starts_with(PART_PREFIX) && name.ends_with(PART_SUFFIX)
 }
 
-/// Reads every input file, spreading them over one thread per core.
-fn read_inputs(files: &TableFiles, inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
-    on_every_core(inputs, |file| read_file(files, &file.relative))
+/// Reads every input file, the files split into one contiguous run per core, each run read on
+/// its own thread. With `coalesce` (a table without a sort key, whose rows keep the input
+/// order), each thread packs what it reads into batches of [`WRITE_BATCH_ROWS`] as it goes: the
+/// writer gets large arrays without a pass on one thread after the reads, and the small batches
+/// are never all held at once. A sorted table's rows are gathered into large batches in sort
+/// order afterwards instead.
+fn read_inputs(
+    files: &TableFiles,
+    inputs: &[LiveFile],
+    coalesce: bool,
+) -> Result<Vec<RecordBatch>, SinkError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(inputs.len().max(1));
+    let runs: Vec<&[LiveFile]> = inputs
+        .chunks(inputs.len().div_ceil(threads).max(1))
+        .collect();
+    on_every_core(&runs, |run| read_run(files, run, coalesce))
+}
+
+/// Reads `run`'s files in order: their batches as they are, or with `coalesce` packed into
+/// batches of [`WRITE_BATCH_ROWS`] rows (the last may be smaller).
+fn read_run(
+    files: &TableFiles,
+    run: &[LiveFile],
+    coalesce: bool,
+) -> Result<Vec<RecordBatch>, SinkError> {
+    let failed = |e| SinkError::permanent(SINK, format!("cannot merge batches: {e}"));
+    let mut out = Vec::new();
+    let mut coalescer: Option<BatchCoalescer> = None;
+    for file in run {
+        for batch in read_file(files, &file.relative)? {
+            if !coalesce {
+                out.push(batch);
+                continue;
+            }
+            let coalescer = coalescer
+                .get_or_insert_with(|| BatchCoalescer::new(batch.schema(), WRITE_BATCH_ROWS));
+            coalescer.push_batch(batch).map_err(failed)?;
+            out.extend(std::iter::from_fn(|| coalescer.next_completed_batch()));
+        }
+    }
+    if let Some(mut coalescer) = coalescer {
+        coalescer.finish_buffered_batch().map_err(failed)?;
+        out.extend(std::iter::from_fn(|| coalescer.next_completed_batch()));
+    }
+    Ok(out)
 }
 
 fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, SinkError> {
@@ -289,28 +336,3 @@ fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, Sin
 /// Rows per batch handed to the Parquet writer: small inputs (100-row files) are coalesced so
 /// statistics and encoding work on large arrays, not on thousands of tiny ones.
 const WRITE_BATCH_ROWS: usize = 64 * 1024;
-
-/// The merged rows in the table's sort order (inputs are sorted runs; their concatenation is
-/// not). A table without a sort key keeps the input order, coalesced into large batches.
-fn sorted(table: &TableDef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, SinkError> {
-    if batches.is_empty() {
-        return Ok(batches);
-    }
-    if table.sort_by().is_empty() {
-        let mut coalescer = BatchCoalescer::new(batches[0].schema(), WRITE_BATCH_ROWS);
-        let mut out = Vec::new();
-        let failed = |e| SinkError::permanent(SINK, format!("cannot merge batches: {e}"));
-        for batch in batches {
-            coalescer.push_batch(batch).map_err(failed)?;
-            while let Some(done) = coalescer.next_completed_batch() {
-                out.push(done);
-            }
-        }
-        coalescer.finish_buffered_batch().map_err(failed)?;
-        out.extend(std::iter::from_fn(|| coalescer.next_completed_batch()));
-        return Ok(out);
-    }
-    table
-        .sort_chunks(&batches, WRITE_BATCH_ROWS)
-        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))
-}
