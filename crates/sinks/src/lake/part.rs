@@ -4,6 +4,7 @@
 //! [`TableFiles::write`].
 
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
@@ -186,20 +187,24 @@ fn encode_columns_in_parallel<W: Write + Send>(
                 "nested columns are not encoded in parallel".into(),
             ));
         }
-        // Columns dealt round-robin to the threads; each encodes its columns of every slice.
-        let mut shares: Vec<Vec<(usize, ArrowColumnWriter)>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (index, column) in writers.into_iter().enumerate() {
-            shares[index % threads].push((index, column));
-        }
+        // Largest columns first, each taken by whichever thread is free next: columns differ
+        // several times over in cost (a unique string against a small enum), so a fixed deal
+        // leaves one thread idle while another finishes the big ones.
+        let mut columns: Vec<(usize, ArrowColumnWriter)> =
+            writers.into_iter().enumerate().collect();
+        columns.sort_by_cached_key(|(index, _)| std::cmp::Reverse(column_bytes(&slices, *index)));
+        let queue = Mutex::new(columns.into_iter());
         let encoded: Vec<Vec<(usize, ArrowColumnChunk)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = shares
-                .into_iter()
-                .map(|share| {
-                    let (schema, slices) = (&schema, &slices);
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (schema, slices, queue) = (&schema, &slices, &queue);
                     scope.spawn(move || {
-                        let mut out = Vec::with_capacity(share.len());
-                        for (index, mut column) in share {
+                        let mut out = Vec::new();
+                        loop {
+                            let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                            let Some((index, mut column)) = next else {
+                                break;
+                            };
                             let field = schema.field(index);
                             for slice in slices {
                                 for leaf in compute_leaves(field, slice.column(index))? {
@@ -230,6 +235,20 @@ fn encode_columns_in_parallel<W: Write + Send>(
         row_group.close()?;
     }
     file.close().map(drop)
+}
+
+/// The memory of column `index` in `slices` (a slice counts only its share of its buffers).
+fn column_bytes(slices: &[RecordBatch], index: usize) -> usize {
+    slices
+        .iter()
+        .map(|slice| {
+            slice
+                .column(index)
+                .to_data()
+                .get_slice_memory_size()
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// `batches` cut into row groups of `rows` rows (the last may be shorter), each a list of
