@@ -49,7 +49,8 @@ create_container() {
     openssl dgst -sha256 -mac HMAC -macopt "hexkey:$(printf '%s' "$key" | base64 -d | od -An -vtx1 | tr -d ' \n')" -binary |
     base64 -w0)
   curl -fsS -X PUT -H "x-ms-date: $date" -H "x-ms-version: $version" -H 'Content-Length: 0' \
-    -H "Authorization: SharedKey $account:$signature" "$url/$account/$container?restype=container"
+    -H "Authorization: SharedKey $account:$signature" "$url/$account/$container?restype=container" \
+    >/dev/null
 }
 
 case "$action" in
