@@ -69,7 +69,12 @@ case "$action" in
     url="http://127.0.0.1:$port"
     for _ in $(seq 1 200); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        create_container "$url" "$container"
+        if ! create_container "$url" "$container"; then
+          echo "cannot create container $container on $url" >&2
+          kill "$(cat "$dir/server.pid")" 2>/dev/null || true
+          rm -f "$dir/server.pid"
+          exit 1
+        fi
         echo "$url"
         exit 0
       fi
