@@ -1,6 +1,6 @@
-//! Real PostgreSQL, ClickHouse, S3-compatible and Azure Blob servers for tests and labs, started by the
-//! project's own scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped when
-//! dropped.
+//! Real PostgreSQL, ClickHouse, S3-compatible and Azure Blob servers for tests and labs, started
+//! by the project's own scripts (`scripts/services/`) on free ports of 127.0.0.1 and stopped
+//! when dropped.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
