@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use common::sample;
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop, http_get, http_post};
 use sluice_lab::process::ServerProcess;
@@ -45,16 +46,6 @@ async fn ids(ch: &ClickHouse) -> HashMap<i64, usize> {
             (id.parse().unwrap(), n.parse().unwrap())
         })
         .collect()
-}
-
-/// The value of the sample of `name` for table `load` carrying every label in `labels`, in a
-/// `/metrics` page; 0 when there is none.
-fn sample(page: &str, name: &str, labels: &[&str]) -> f64 {
-    page.lines()
-        .filter(|line| line.starts_with(&format!("{name}{{")))
-        .filter(|line| line.contains("table=\"load\"") && labels.iter().all(|l| line.contains(l)))
-        .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
-        .unwrap_or(0.0)
 }
 
 fn table_metric(page: &str, name: &str) -> f64 {

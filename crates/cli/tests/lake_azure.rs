@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, assert_exactly_once, delta_read_at};
+use common::{Server, assert_exactly_once, delta_read_at, sample};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress};
+use sluice_lab::load::{Endpoint, Progress, http_get};
 use sluice_lab::services::Azurite;
 
 /// Table `load` under `az://CONTAINER/lake`, flushing often (so the writers' commits race) and
@@ -51,18 +51,6 @@ fn read(azurite: &Azurite) -> (u64, u64, HashMap<i64, usize>) {
         read["version"].as_u64().unwrap(),
         counts,
     )
-}
-
-/// The value of the counter `name` for table `load` (and `direction`, when given) in a
-/// Prometheus text page.
-fn counter(page: &str, name: &str, direction: Option<&str>) -> u64 {
-    page.lines()
-        .filter(|line| line.starts_with(&format!("{name}{{")))
-        .filter(|line| line.contains("table=\"load\""))
-        .filter(|line| direction.is_none_or(|d| line.contains(&format!("direction=\"{d}\""))))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|value| value as u64)
-        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,31 +96,31 @@ async fn two_writers_and_their_compactors_share_a_table_in_azure_exactly_once() 
 
     // Let each compactor take a last round or two, then read what they did off /metrics.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let client = reqwest::Client::new();
-    let mut merges = 0;
-    let mut files_in = 0;
+    let mut merges = 0.0;
+    let mut files_in = 0.0;
     for server in [&first, &second] {
-        let page = client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let merged = counter(&page, "sluice_compaction_merges_total", None);
-        let read_in = counter(&page, "sluice_compaction_files_total", Some("in"));
-        let written = counter(&page, "sluice_compaction_files_total", Some("out"));
+        let page = http_get(server.addr, "/metrics").await.unwrap();
+        let merged = sample(&page, "sluice_compaction_merges_total", &[]);
+        let read_in = sample(
+            &page,
+            "sluice_compaction_files_total",
+            &["direction=\"in\""],
+        );
+        let written = sample(
+            &page,
+            "sluice_compaction_files_total",
+            &["direction=\"out\""],
+        );
         assert_eq!(written, merged, "one file per merge:\n{page}");
-        assert!(read_in >= 2 * merged, "a merge takes two files or more");
+        assert!(read_in >= 2.0 * merged, "a merge takes two files or more");
         eprintln!(
             "{merged} merges of {read_in} files, {} lost races",
-            counter(&page, "sluice_compaction_lost_races_total", None)
+            sample(&page, "sluice_compaction_lost_races_total", &[])
         );
         merges += merged;
         files_in += read_in;
     }
-    assert!(merges >= 1, "the compactors merged nothing");
+    assert!(merges >= 1.0, "the compactors merged nothing");
 
     first.sigterm();
     second.sigterm();

@@ -329,3 +329,13 @@ pub fn dead_letter(data_dir: &Path, table: &str) -> (String, String) {
         std::fs::read_to_string(rows[0].with_extension("error.txt")).unwrap(),
     )
 }
+
+/// The value of the sample of `name` for table `load` carrying every label in `labels`, in a
+/// `/metrics` page; 0 when there is none.
+pub fn sample(page: &str, name: &str, labels: &[&str]) -> f64 {
+    page.lines()
+        .filter(|line| line.starts_with(&format!("{name}{{")))
+        .filter(|line| line.contains("table=\"load\"") && labels.iter().all(|l| line.contains(l)))
+        .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
+        .unwrap_or(0.0)
+}
