@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 use arrow::array::RecordBatch;
 use arrow::compute::BatchCoalescer;
 use futures_util::StreamExt;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::file::metadata::KeyValue;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::file::metadata::{KeyValue, ParquetStatisticsPolicy};
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::{PartitionKey, SinkError, TableDef};
 use tokio::sync::Mutex;
@@ -99,9 +99,10 @@ pub(crate) async fn compact(
     let mut report = CompactionReport::default();
     let mut done = 0;
     progress(0, total);
-    // Merges run side by side (a merge's reads use every core, its write one), and commit one
-    // at a time as they finish. After a failure the rest still finish, uncommitted, and their
-    // outputs are deleted: nothing is left running when this returns.
+    // Merges run side by side (a merge's reads and its encoding each use every core; a second
+    // merge fills the gaps of the first), and commit one at a time as they finish. After a
+    // failure the rest still finish, uncommitted, and their outputs are deleted: nothing is
+    // left running when this returns.
     let width = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_MERGES_AT_ONCE);
@@ -298,8 +299,9 @@ fn read_run(
     let failed = |e| SinkError::permanent(SINK, format!("cannot merge batches: {e}"));
     let mut out = Vec::new();
     let mut coalescer: Option<BatchCoalescer> = None;
+    let mut options = None;
     for file in run {
-        for batch in read_file(files, &file.relative)? {
+        for batch in read_file(files, &file.relative, &mut options)? {
             if !coalesce {
                 out.push(batch);
                 continue;
@@ -317,7 +319,18 @@ fn read_run(
     Ok(out)
 }
 
-fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, SinkError> {
+/// Reads one input whole. `options` starts as `None` and is set from the first file read: the
+/// Arrow schema that file gave, which later files are read with (a file that does not match it
+/// is an error, as a merge of differing files would be anyway) instead of each converting the
+/// schema stored in its footer; and no column statistics decoded, which merging never looks
+/// at. Reading the compaction lab's 20,000 files of 100 rows from memory on one thread, the
+/// two took opening them from 0.29-0.32 s to 0.20-0.22 s, and the whole read from 0.90-0.99 s
+/// to 0.79-0.85 s.
+fn read_file(
+    files: &TableFiles,
+    relative: &str,
+    options: &mut Option<ArrowReaderOptions>,
+) -> Result<Vec<RecordBatch>, SinkError> {
     let failed = |e: &dyn std::fmt::Display| {
         SinkError::retriable(
             SINK,
@@ -325,8 +338,25 @@ fn read_file(files: &TableFiles, relative: &str) -> Result<Vec<RecordBatch>, Sin
         )
     };
     let source = files.read(relative)?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(source)
-        .and_then(|b| b.with_batch_size(64 * 1024).build())
+    let builder = match options {
+        Some(options) => {
+            ParquetRecordBatchReaderBuilder::try_new_with_options(source, options.clone())
+        }
+        None => ParquetRecordBatchReaderBuilder::try_new(source),
+    }
+    .map_err(|e| failed(&e))?;
+    if options.is_none() {
+        *options = Some(
+            ArrowReaderOptions::new()
+                .with_schema(builder.schema().clone())
+                .with_column_stats_policy(ParquetStatisticsPolicy::SkipAll)
+                .with_encoding_stats_policy(ParquetStatisticsPolicy::SkipAll)
+                .with_size_stats_policy(ParquetStatisticsPolicy::SkipAll),
+        );
+    }
+    let reader = builder
+        .with_batch_size(64 * 1024)
+        .build()
         .map_err(|e| failed(&e))?;
     reader
         .collect::<Result<Vec<_>, _>>()

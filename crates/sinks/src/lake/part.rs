@@ -134,21 +134,37 @@ pub(crate) fn write_file(
     let props = properties(config, table, footer, &schema, codec(config, batches)?)?;
     let describe = || files.describe(&relative);
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let bytes = files.write(&relative, sync, |out| {
-        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
-            .map_err(|e| parquet_error(&describe(), e))?;
-        let flat = !schema.fields().iter().any(|f| f.data_type().is_nested());
-        if rows >= PARALLEL_ENCODE_ROWS && flat {
-            encode_columns_in_parallel(writer, batches, config.row_group_rows.max(1))
-        } else {
-            encode(writer, batches)
-        }
-        .map_err(|e| parquet_error(&describe(), e))
-    })?;
+    let parallel =
+        rows >= PARALLEL_ENCODE_ROWS && !schema.fields().iter().any(|f| f.data_type().is_nested());
+    let write = || {
+        files.write(&relative, sync, |out| {
+            let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
+                .map_err(|e| parquet_error(&describe(), e))?;
+            if parallel {
+                encode_columns_in_parallel(writer, batches, config.row_group_rows.max(1))
+            } else {
+                encode(writer, batches)
+            }
+            .map_err(|e| parquet_error(&describe(), e))
+        })
+    };
+    let (bytes, stats) = if parallel {
+        // A large file's statistics are computed beside its encoding, not after it.
+        std::thread::scope(|scope| {
+            let stats = scope.spawn(|| file_stats(&schema, batches));
+            let bytes = write();
+            let stats = stats.join().map_err(|_| {
+                SinkError::permanent(SINK, "the thread computing the statistics panicked")
+            });
+            Ok::<_, SinkError>((bytes?, stats?))
+        })?
+    } else {
+        (write()?, file_stats(&schema, batches))
+    };
     Ok(WrittenPart {
         relative,
         bytes,
-        stats: file_stats(&schema, batches),
+        stats,
     })
 }
 
@@ -167,9 +183,15 @@ fn encode<W: Write + Send>(
 }
 
 /// Writes `batches` (of a schema without nested columns: one Parquet column per field) as row
-/// groups of `row_group_rows` rows, each row group's columns encoded on one thread per core
-/// (column chunks are independent until they are appended in order); the file is the one
-/// [`ArrowWriter`] would write.
+/// groups of `row_group_rows` rows, their column chunks encoded on one thread per core; the
+/// file is the one [`ArrowWriter`] would write.
+///
+/// Every column chunk of every row group is one task, and the tasks go largest first to
+/// whichever thread is free next: columns differ several times over in cost (a unique string
+/// against a small enum), and one column can outweigh all the others, so a thread that is done
+/// with a row group's small columns goes on to the next row group's instead of waiting. This
+/// thread appends each row group to the file as soon as its chunks, and those of every row
+/// group before it, are encoded.
 fn encode_columns_in_parallel<W: Write + Send>(
     writer: ArrowWriter<W>,
     batches: &[RecordBatch],
@@ -178,63 +200,112 @@ fn encode_columns_in_parallel<W: Write + Send>(
     let Some(schema) = batches.first().map(RecordBatch::schema) else {
         return encode(writer, batches);
     };
+    let width = schema.fields().len();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (mut file, factory) = writer.into_serialized_writer()?;
-    for (group, slices) in row_groups(batches, row_group_rows).into_iter().enumerate() {
+    let groups = row_groups(batches, row_group_rows);
+    let mut tasks = Vec::with_capacity(groups.len() * width);
+    for (group, slices) in groups.iter().enumerate() {
         let writers = factory.create_column_writers(group)?;
-        if writers.len() != schema.fields().len() {
+        if writers.len() != width {
             return Err(ParquetError::General(
                 "nested columns are not encoded in parallel".into(),
             ));
         }
-        // Largest columns first, each taken by whichever thread is free next: columns differ
-        // several times over in cost (a unique string against a small enum), so a fixed deal
-        // leaves one thread idle while another finishes the big ones.
-        let mut columns: Vec<(usize, ArrowColumnWriter)> =
-            writers.into_iter().enumerate().collect();
-        columns.sort_by_cached_key(|(index, _)| std::cmp::Reverse(column_bytes(&slices, *index)));
-        let queue = Mutex::new(columns.into_iter());
-        let encoded: Vec<Vec<(usize, ArrowColumnChunk)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    let (schema, slices, queue) = (&schema, &slices, &queue);
-                    scope.spawn(move || {
-                        let mut out = Vec::new();
-                        loop {
-                            let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
-                            let Some((index, mut column)) = next else {
-                                break;
-                            };
-                            let field = schema.field(index);
-                            for slice in slices {
-                                for leaf in compute_leaves(field, slice.column(index))? {
-                                    column.write(&leaf)?;
-                                }
-                            }
-                            out.push((index, column.close()?));
-                        }
-                        Ok::<_, ParquetError>(out)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
-                        Err(ParquetError::General("an encoding thread panicked".into()))
-                    })
-                })
-                .collect::<Result<_, _>>()
-        })?;
-        let mut chunks: Vec<(usize, ArrowColumnChunk)> = encoded.into_iter().flatten().collect();
-        chunks.sort_by_key(|(index, _)| *index);
-        let mut row_group = file.next_row_group()?;
-        for (_, chunk) in chunks {
-            chunk.append_to_row_group(&mut row_group)?;
+        for (index, writer) in writers.into_iter().enumerate() {
+            let cost = column_bytes(slices, index);
+            tasks.push(ChunkTask {
+                group,
+                index,
+                writer,
+                cost,
+            });
         }
-        row_group.close()?;
     }
+    tasks.sort_by_key(|task| std::cmp::Reverse(task.cost));
+    let queue = Mutex::new(tasks.into_iter());
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (schema, groups, queue, sender) = (&schema, &groups, &queue, sender.clone());
+                scope.spawn(move || {
+                    loop {
+                        let next = queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+                        let Some(task) = next else {
+                            return;
+                        };
+                        let (group, index) = (task.group, task.index);
+                        let encoded = encode_chunk(schema, &groups[group], task)
+                            .map(|chunk| (group, index, chunk));
+                        let failed = encoded.is_err();
+                        // A closed channel: the file failed; stop encoding for it.
+                        if sender.send(encoded).is_err() || failed {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(sender);
+        let mut pending: Vec<Vec<Option<ArrowColumnChunk>>> = groups
+            .iter()
+            .map(|_| std::iter::repeat_with(|| None).take(width).collect())
+            .collect();
+        let mut written = 0;
+        let appended = receiver.iter().try_for_each(|encoded| {
+            let (group, index, chunk) = encoded?;
+            pending[group][index] = Some(chunk);
+            while written < groups.len() && pending[written].iter().all(Option::is_some) {
+                let mut row_group = file.next_row_group()?;
+                for chunk in pending[written].drain(..).flatten() {
+                    chunk.append_to_row_group(&mut row_group)?;
+                }
+                row_group.close()?;
+                written += 1;
+            }
+            Ok::<_, ParquetError>(())
+        });
+        // Dropping the receiver stops the threads after their current chunk.
+        drop(receiver);
+        // Every thread joined: one left unjoined that panicked would panic the scope.
+        let mut panicked = false;
+        for handle in handles {
+            panicked |= handle.join().is_err();
+        }
+        appended?;
+        if panicked || written < groups.len() {
+            return Err(ParquetError::General("an encoding thread panicked".into()));
+        }
+        Ok(())
+    })?;
     file.close().map(drop)
+}
+
+/// One column chunk to encode: column `index` of row group `group`.
+struct ChunkTask {
+    group: usize,
+    index: usize,
+    writer: ArrowColumnWriter,
+    /// The memory of the column's values in the row group, for the order.
+    cost: usize,
+}
+
+fn encode_chunk(
+    schema: &Schema,
+    slices: &[RecordBatch],
+    task: ChunkTask,
+) -> Result<ArrowColumnChunk, ParquetError> {
+    let ChunkTask {
+        index, mut writer, ..
+    } = task;
+    let field = schema.field(index);
+    for slice in slices {
+        for leaf in compute_leaves(field, slice.column(index))? {
+            writer.write(&leaf)?;
+        }
+    }
+    writer.close()
 }
 
 /// The memory of column `index` in `slices` (a slice counts only its share of its buffers).
