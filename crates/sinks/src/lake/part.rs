@@ -186,12 +186,12 @@ fn encode<W: Write + Send>(
 /// groups of `row_group_rows` rows, their column chunks encoded on one thread per core; the
 /// file is the one [`ArrowWriter`] would write.
 ///
-/// Every column chunk of every row group is one task, and the tasks go largest first to
-/// whichever thread is free next: columns differ several times over in cost (a unique string
-/// against a small enum), and one column can outweigh all the others, so a thread that is done
-/// with a row group's small columns goes on to the next row group's instead of waiting. This
-/// thread appends each row group to the file as soon as its chunks, and those of every row
-/// group before it, are encoded.
+/// Every column chunk of every row group is one task, and the tasks go largest first (within
+/// windows of [`QUEUE_WINDOW`] row groups) to whichever thread is free next: columns differ
+/// several times over in cost (a unique string against a small enum), and one column can
+/// outweigh all the others, so a thread that is done with a row group's small columns goes on
+/// to the next row group's instead of waiting. This thread appends each row group to the file
+/// as soon as its chunks, and those of every row group before it, are encoded.
 fn encode_columns_in_parallel<W: Write + Send>(
     writer: ArrowWriter<W>,
     batches: &[RecordBatch],
@@ -222,7 +222,7 @@ fn encode_columns_in_parallel<W: Write + Send>(
             });
         }
     }
-    tasks.sort_by_key(|task| std::cmp::Reverse(task.cost));
+    tasks.sort_by_key(|task| (task.group / QUEUE_WINDOW, std::cmp::Reverse(task.cost)));
     let queue = Mutex::new(tasks.into_iter());
     std::thread::scope(|scope| {
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -281,6 +281,12 @@ fn encode_columns_in_parallel<W: Write + Send>(
     })?;
     file.close().map(drop)
 }
+
+/// Row groups whose column chunks are taken largest first together. The window bounds what
+/// waits in memory: chunks encoded ahead wait for the row groups before theirs to be appended,
+/// and without it a file of many row groups would encode every row group's largest column
+/// before appending the first.
+const QUEUE_WINDOW: usize = 2;
 
 /// One column chunk to encode: column `index` of row group `group`.
 struct ChunkTask {
