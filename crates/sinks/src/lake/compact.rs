@@ -23,7 +23,7 @@ use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
 use super::delta::{TableLog, add_action};
-use super::parallel::on_every_core;
+use super::parallel::on_every_core_chunk;
 use super::part::{
     COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, WrittenPart, compacted_name, write_file,
 };
@@ -280,13 +280,7 @@ fn read_inputs(
     inputs: &[LiveFile],
     coalesce: bool,
 ) -> Result<Vec<RecordBatch>, SinkError> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(inputs.len().max(1));
-    let runs: Vec<&[LiveFile]> = inputs
-        .chunks(inputs.len().div_ceil(threads).max(1))
-        .collect();
-    on_every_core(&runs, |run| read_run(files, run, coalesce))
+    on_every_core_chunk(inputs, |run| read_run(files, run, coalesce))
 }
 
 /// Reads `run`'s files in order: their batches as they are, or with `coalesce` packed into
