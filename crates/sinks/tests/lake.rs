@@ -239,3 +239,37 @@ async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
     let (_, counts) = ids(&table_dir).await;
     assert_eq!(counts.len(), 6);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_shorter_than_its_log_entry_fails_the_merge_and_keeps_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let t = table();
+    lake.create_table(&t).await.unwrap();
+    for seq in 1..=3u64 {
+        let base = seq as i64 * 10;
+        lake.write(flush(&t, seq, &[base, base + 1])).await.unwrap();
+    }
+    let table_dir = dir.path().join("t");
+    let before = live_files(&table_dir).await.unwrap();
+    let cut = table_dir.join(&before[1].relative);
+    let len = std::fs::metadata(&cut).unwrap().len();
+    File::options()
+        .write(true)
+        .open(&cut)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+
+    let err = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&before[1].relative) && err.contains(&format!("shorter than the {len} bytes")),
+        "{err}"
+    );
+    // Nothing was swapped: the log still holds the three files.
+    assert_eq!(live_files(&table_dir).await.unwrap(), before);
+}

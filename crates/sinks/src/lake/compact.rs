@@ -295,7 +295,7 @@ fn read_run(
     let mut coalescer: Option<BatchCoalescer> = None;
     let mut options = None;
     for file in run {
-        for batch in read_file(files, &file.relative, &mut options)? {
+        for batch in read_file(files, file, &mut options)? {
             if !coalesce {
                 out.push(batch);
                 continue;
@@ -322,16 +322,17 @@ fn read_run(
 /// to 0.79-0.85 s.
 fn read_file(
     files: &TableFiles,
-    relative: &str,
+    file: &LiveFile,
     options: &mut Option<ArrowReaderOptions>,
 ) -> Result<Vec<RecordBatch>, SinkError> {
+    let relative = &file.relative;
     let failed = |e: &dyn std::fmt::Display| {
         SinkError::retriable(
             SINK,
             format!("cannot read {}: {e}", files.describe(relative)),
         )
     };
-    let source = files.read(relative)?;
+    let source = files.read(relative, file.bytes)?;
     let builder = match options {
         Some(options) => {
             ParquetRecordBatchReaderBuilder::try_new_with_options(source, options.clone())

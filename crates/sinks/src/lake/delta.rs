@@ -23,14 +23,14 @@
 //! `checkpoint_interval` commits, and after each checkpoint the entries older than
 //! `log_retention` are removed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use deltalake_core::checkpoints::cleanup_expired_logs_for;
 use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake_core::kernel::{Action, Add, Remove, StructField, Transaction};
+use deltalake_core::kernel::{Action, Add, LogicalFileView, Remove, StructField, Transaction};
 use deltalake_core::logstore::LogStoreRef;
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
@@ -181,7 +181,7 @@ impl TableLog {
         self.refresh().await?;
         let mut partitions: BTreeMap<PartitionKey, ()> = BTreeMap::new();
         for file in self.state.log_data().iter() {
-            partitions.insert(self.partition_of(&file.partition_values_map()), ());
+            partitions.insert(self.partition_of_file(&file), ());
         }
         let mut out = Vec::new();
         for key in partitions.into_keys() {
@@ -331,13 +331,15 @@ impl TableLog {
         target_bytes: u64,
     ) -> Result<bool, SinkError> {
         self.refresh().await?;
-        let live: std::collections::HashSet<String> = self
+        // Inputs are distinct: all are live when as many live files are inputs.
+        let wanted: HashSet<&str> = inputs.iter().map(|i| i.relative.as_str()).collect();
+        let live = self
             .state
             .log_data()
             .iter()
-            .map(|file| file.path().into_owned())
-            .collect();
-        if inputs.iter().any(|input| !live.contains(&input.relative)) {
+            .filter(|file| wanted.contains(file.path().as_ref()))
+            .count();
+        if live < wanted.len() {
             return Ok(false);
         }
         let guard = self.version_of(COMPACTOR_APP).await?.unwrap_or(0);
@@ -406,13 +408,16 @@ impl TableLog {
         &self.files
     }
 
-    /// Rereads the log to its newest version and republishes the part counts.
+    /// Rereads the log to its newest version and, when it moved, republishes the part counts.
     pub(crate) async fn refresh(&mut self) -> Result<(), SinkError> {
+        let before = self.state.version();
         self.state
             .update(self.log_store.as_ref(), None)
             .await
             .map_err(|e| delta_error(&self.location, "load", e))?;
-        self.publish_counts();
+        if self.state.version() != before {
+            self.publish_counts();
+        }
         Ok(())
     }
 
@@ -430,7 +435,7 @@ impl TableLog {
     fn publish_counts(&self) {
         let mut counts: HashMap<PartitionKey, PartitionParts> = HashMap::new();
         for file in self.state.log_data().iter() {
-            let key = self.partition_of(&file.partition_values_map());
+            let key = self.partition_of_file(&file);
             let entry = counts.entry(key.clone()).or_insert(PartitionParts {
                 partition: key,
                 parts: 0,
@@ -454,6 +459,16 @@ impl TableLog {
             .await
             .map_err(|e| delta_error(&self.location, "read", e))?;
         Ok(version.and_then(|v| u64::try_from(v).ok()))
+    }
+
+    /// The partition of a file in the log. An unpartitioned table's files have no partition
+    /// values to read: building each one's empty map from the log costs more than the rest of
+    /// a pass over the files.
+    fn partition_of_file(&self, file: &LogicalFileView) -> PartitionKey {
+        if self.partition_columns.is_empty() {
+            return PartitionKey::Whole;
+        }
+        self.partition_of(&file.partition_values_map())
     }
 
     /// The partition a file's partition values stand for.

@@ -104,12 +104,19 @@ pub async fn live_files(dir: &Path) -> Result<Vec<LiveFile>, SinkError> {
 
 /// The files of a table state.
 pub(crate) fn files_of(state: &DeltaTableState) -> Vec<LiveFile> {
+    // An unpartitioned table's files have no partition values: building each one's empty map
+    // from the log would cost more than the rest of this.
+    let partitioned = !state.metadata().partition_columns().is_empty();
     state
         .log_data()
         .iter()
         .map(|file| LiveFile {
             relative: file.path().into_owned(),
-            partition_values: file.partition_values_map(),
+            partition_values: if partitioned {
+                file.partition_values_map()
+            } else {
+                HashMap::new()
+            },
             bytes: u64::try_from(file.size()).unwrap_or(0),
             rows: file.num_records().map(|n| n as u64),
         })

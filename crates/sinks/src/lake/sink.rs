@@ -125,9 +125,14 @@ impl LakeSink {
         Ok(files)
     }
 
-    /// Runs one compaction pass over `table`: the merges `policy` picks, each one commit, then
-    /// deletes what earlier passes replaced more than `file_retention` ago. `progress` hears
+    /// Runs one compaction pass over `table`: the merges `policy` picks, each one commit, and
+    /// the deletion of what was replaced more than `file_retention` ago. `progress` hears
     /// (input files done, input files planned).
+    ///
+    /// The deletion runs beside the merges: what it deletes was replaced before this pass (a
+    /// file this pass reads is live, one it writes is new), so it ends the same as after them,
+    /// without adding its listing of the table to the pass's time. With a zero retention it
+    /// runs after them instead, so the pass's own inputs go in the same pass.
     pub async fn compact(
         &self,
         table: &TableDef,
@@ -135,8 +140,16 @@ impl LakeSink {
         progress: compact::Progress<'_>,
     ) -> Result<CompactionReport, SinkError> {
         let (log, _) = self.log(table).await?;
-        let mut report = compact::compact(&self.config, &log, table, policy, progress).await?;
-        report.files_deleted = compact::vacuum(&log, self.config.file_retention).await?;
+        let retention = self.config.file_retention;
+        let merges = compact::compact(&self.config, &log, table, policy, progress);
+        if retention.is_zero() {
+            let mut report = merges.await?;
+            report.files_deleted = compact::vacuum(&log, retention).await?;
+            return Ok(report);
+        }
+        let (compacted, deleted) = tokio::join!(merges, compact::vacuum(&log, retention));
+        let mut report = compacted?;
+        report.files_deleted = deleted?;
         Ok(report)
     }
 

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 use std::time::SystemTime;
@@ -207,14 +207,29 @@ impl TableFiles {
         }
     }
 
-    /// The whole of `relative`, read at once: one read (or one GET) per file, rather than one
-    /// per column chunk as a reader of an open file does, which is most of the cost of reading
-    /// thousands of small parts.
-    pub(crate) fn read(&self, relative: &str) -> Result<Bytes, SinkError> {
+    /// The whole of `relative`, `size` bytes as its log entry says, read at once: one read (or
+    /// one GET) per file, rather than one per column chunk as a reader of an open file does,
+    /// which is most of the cost of reading thousands of small parts. (Knowing the size, a file
+    /// in a folder is opened and read, without asking its size and reading again to find its
+    /// end.)
+    pub(crate) fn read(&self, relative: &str, size: u64) -> Result<Bytes, SinkError> {
         match self {
-            Self::Folder { dir, .. } => std::fs::read(dir.join(relative))
-                .map(Bytes::from)
-                .map_err(|e| io_error(&self.describe(relative), "read", e)),
+            Self::Folder { dir, .. } => {
+                let mut bytes = vec![0; usize::try_from(size).unwrap_or(usize::MAX)];
+                File::open(dir.join(relative))
+                    .and_then(|mut file| file.read_exact(&mut bytes))
+                    .map_err(|e| match e.kind() {
+                        std::io::ErrorKind::UnexpectedEof => SinkError::permanent(
+                            SINK,
+                            format!(
+                                "{} is shorter than the {size} bytes its log entry says",
+                                self.describe(relative)
+                            ),
+                        ),
+                        _ => io_error(&self.describe(relative), "read", e),
+                    })?;
+                Ok(Bytes::from(bytes))
+            }
             Self::Store { store, runtime, .. } => {
                 let location = store_path(relative)?;
                 runtime
