@@ -1,8 +1,9 @@
 //! Compaction's executor: runs the merges [`CompactionPolicy`] picks, each as one Delta commit,
 //! and deletes what they replaced once no reader can need it.
 //!
-//! Merges run two at a time. A merge reads its inputs (in parallel, one thread per core), sorts
-//! the rows by the table's sort key, writes one file (fsync, rename, fsync) and swaps it in with
+//! Merges run two at a time, taking turns, largest first, at reading and at writing. A merge
+//! reads its inputs (in parallel, one thread per core), sorts the rows by the table's sort key,
+//! writes one file (fsync, rename, fsync) and swaps it in with
 //! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. A merge
 //! that loses a race (another compactor got the inputs first) or fails deletes its output; the
 //! inputs stay. Inputs are deleted later by [`vacuum`], after the retention: a reader that
@@ -99,27 +100,41 @@ pub(crate) async fn compact(
     let mut report = CompactionReport::default();
     let mut done = 0;
     progress(0, total);
-    // Merges run side by side (a merge's reads and its encoding each use every core; a second
-    // merge fills the gaps of the first), and commit one at a time as they finish. After a
+    // Merges run side by side and commit one at a time as they finish. Each reads, then
+    // writes, in its turn, in the planned order, largest first: a merge's reads and its
+    // encoding each use every core, so the next merge reads while one writes and writes while
+    // that one commits, and the pass ends on the commit of its smallest merge, the cheapest
+    // (its log update has the fewest files to replay). Alternated runs of the compaction lab,
+    // eight each: 1.25-1.35 s with the merges running free, 1.21-1.28 s in turns. After a
     // failure the rest still finish, uncommitted, and their outputs are deleted: nothing is
     // left running when this returns.
     let width = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_MERGES_AT_ONCE);
-    let mut running = futures_util::stream::iter(merges.into_iter().map(|(key, inputs)| {
-        let config = config.clone();
-        let def = table.clone();
-        let target = store.clone();
-        let reads = inputs.clone();
-        async move {
-            let merged = tokio::task::spawn_blocking(move || merge(&config, &def, &target, &reads))
+    let (reads, writes) = (Arc::new(Turns::default()), Arc::new(Turns::default()));
+    let mut running =
+        futures_util::stream::iter(merges.into_iter().enumerate().map(|(turn, (key, inputs))| {
+            let config = config.clone();
+            let def = table.clone();
+            let target = store.clone();
+            let files = inputs.clone();
+            let (read, write) = (reads.turn(turn), writes.turn(turn));
+            async move {
+                let merged = tokio::task::spawn_blocking(move || {
+                    read.wait();
+                    let batches = read_inputs(&target, &files, def.sort_by().is_empty());
+                    drop(read);
+                    let batches = batches?;
+                    write.wait();
+                    merge(&config, &def, &target, &files, batches)
+                })
                 .await
                 .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
                 .and_then(|merged| merged);
-            (key, inputs, merged)
-        }
-    }))
-    .buffer_unordered(width);
+                (key, inputs, merged)
+            }
+        }))
+        .buffer_unordered(width);
     let mut failure = None;
     while let Some((key, inputs, merged)) = running.next().await {
         let (part, rows) = match merged {
@@ -173,15 +188,77 @@ pub(crate) async fn compact(
 /// Merges at most this many at once: each holds its inputs' rows in memory.
 const MAX_MERGES_AT_ONCE: usize = 2;
 
-/// Reads `inputs`, sorts their rows by the table's sort key and writes them as one file in the
-/// inputs' folder: the new file and the rows in it.
+/// Whose turn it is, for a step merges take one after another in the order they were planned.
+#[derive(Default)]
+struct Turns {
+    state: std::sync::Mutex<TurnState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct TurnState {
+    /// The first turn not yet passed.
+    next: usize,
+    /// Turns passed out of order, waiting for those before them.
+    passed: HashSet<usize>,
+}
+
+impl Turns {
+    /// Turn number `turn`, passed when dropped.
+    fn turn(self: &Arc<Self>, turn: usize) -> Turn {
+        Turn {
+            turns: self.clone(),
+            turn,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A merge's turn at a step. Dropping it passes it, whether the merge took the step, failed,
+/// panicked or never ran: a later merge never waits on one that will not take it.
+struct Turn {
+    turns: Arc<Turns>,
+    turn: usize,
+}
+
+impl Turn {
+    /// Blocks until every turn before this one has passed.
+    fn wait(&self) {
+        let mut state = self.turns.state();
+        while state.next < self.turn {
+            state = self
+                .turns
+                .changed
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut state = self.turns.state();
+        let TurnState { next, passed } = &mut *state;
+        passed.insert(self.turn);
+        while passed.remove(next) {
+            *next += 1;
+        }
+        self.turns.changed.notify_all();
+    }
+}
+
+/// Sorts the rows of `inputs` (read as `batches`) by the table's sort key and writes them as
+/// one file in the inputs' folder: the new file and the rows in it.
 fn merge(
     config: &LakeConfig,
     table: &TableDef,
     files: &TableFiles,
     inputs: &[LiveFile],
+    batches: Vec<RecordBatch>,
 ) -> Result<(WrittenPart, u64), SinkError> {
-    let batches = read_inputs(files, inputs, table.sort_by().is_empty())?;
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     // Inputs are sorted runs; their concatenation is not.
     let batches = table
@@ -361,3 +438,36 @@ fn read_file(
 /// Rows per batch handed to the Parquet writer: small inputs (100-row files) are coalesced so
 /// statistics and encoding work on large arrays, not on thousands of tiny ones.
 const WRITE_BATCH_ROWS: usize = 64 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turns_go_in_order_and_a_dropped_one_holds_no_one_up() {
+        let turns = Arc::new(Turns::default());
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // Turn 0 never takes its step: dropping it must let the others go.
+        let skipped = turns.turn(0);
+        let waiting: Vec<_> = (1..=3)
+            .rev()
+            .map(|n| {
+                let (turn, order) = (turns.turn(n), order.clone());
+                std::thread::spawn(move || {
+                    turn.wait();
+                    order.lock().unwrap().push(n);
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            order.lock().unwrap().is_empty(),
+            "a turn went before turn 0 passed"
+        );
+        drop(skipped);
+        for thread in waiting {
+            thread.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3]);
+    }
+}
