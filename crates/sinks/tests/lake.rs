@@ -273,3 +273,43 @@ async fn an_input_shorter_than_its_log_entry_fails_the_merge_and_keeps_the_table
     // Nothing was swapped: the log still holds the three files.
     assert_eq!(live_files(&table_dir).await.unwrap(), before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_carry_parsed_statistics_that_a_reopened_log_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LakeConfig::new(dir.path());
+    config.checkpoint_interval = 2;
+    let lake = LakeSink::new(config).unwrap();
+    let t = table();
+    lake.create_table(&t).await.unwrap();
+    for seq in 1..=4u64 {
+        let base = seq as i64 * 10;
+        lake.write(flush(&t, seq, &[base, base + 1, base + 2]))
+            .await
+            .unwrap();
+    }
+    let log_dir = dir.path().join("t").join("_delta_log");
+    let checkpoint = std::fs::read_dir(&log_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().ends_with(".checkpoint.parquet"))
+        .max()
+        .expect("a checkpoint");
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(&checkpoint).unwrap()).unwrap();
+    let columns: Vec<String> = reader
+        .parquet_schema()
+        .columns()
+        .iter()
+        .map(|c| c.path().string())
+        .collect();
+    assert!(
+        columns.iter().any(|c| c == "add.stats_parsed.numRecords"),
+        "{columns:?}"
+    );
+    assert!(columns.iter().any(|c| c == "add.stats"), "{columns:?}");
+    // A log opened afresh (from the checkpoint) counts every row.
+    let live = live_files(&dir.path().join("t")).await.unwrap();
+    assert_eq!(live.len(), 4);
+    assert!(live.iter().all(|f| f.rows == Some(3)), "{live:?}");
+}
