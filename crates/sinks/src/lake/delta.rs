@@ -339,15 +339,11 @@ impl TableLog {
         target_bytes: u64,
     ) -> Result<bool, SinkError> {
         self.refresh().await?;
-        // Inputs are distinct: all are live when as many live files are inputs.
-        let wanted: HashSet<&str> = inputs.iter().map(|i| i.relative.as_str()).collect();
-        let live = self
-            .state
-            .log_data()
-            .iter()
-            .filter(|file| wanted.contains(file.path().as_ref()))
-            .count();
-        if live < wanted.len() {
+        let mut gone: HashSet<&str> = inputs.iter().map(|i| i.relative.as_str()).collect();
+        for file in self.state.log_data().iter() {
+            gone.remove(file.path().as_ref());
+        }
+        if !gone.is_empty() {
             return Ok(false);
         }
         let guard = self.version_of(COMPACTOR_APP).await?.unwrap_or(0);
