@@ -215,7 +215,21 @@ impl TableFiles {
     pub(crate) fn read(&self, relative: &str, size: u64) -> Result<Bytes, SinkError> {
         match self {
             Self::Folder { dir, .. } => {
-                let mut bytes = vec![0; usize::try_from(size).unwrap_or(usize::MAX)];
+                // The size comes from the log: a wrong one is an error, never an abort.
+                let mut bytes = Vec::new();
+                let len = usize::try_from(size)
+                    .ok()
+                    .filter(|&len| bytes.try_reserve_exact(len).is_ok())
+                    .ok_or_else(|| {
+                        SinkError::permanent(
+                            SINK,
+                            format!(
+                                "cannot hold {} in memory: its log entry says {size} bytes",
+                                self.describe(relative)
+                            ),
+                        )
+                    })?;
+                bytes.resize(len, 0);
                 File::open(dir.join(relative))
                     .and_then(|mut file| file.read_exact(&mut bytes))
                     .map_err(|e| match e.kind() {
@@ -428,5 +442,27 @@ mod tests {
         assert!(!is_data_file("_sluice/part-1.parquet"));
         assert!(!is_data_file("service=a/.part-1.parquet.tmp"));
         assert!(!is_data_file("service=a/other.parquet"));
+    }
+
+    #[test]
+    fn a_read_takes_the_logged_size_and_refuses_a_wrong_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("part-1.parquet"), b"0123456789").unwrap();
+        let files = TableFiles::Folder {
+            root: dir.path().to_owned(),
+            dir: dir.path().to_owned(),
+        };
+        assert_eq!(
+            files.read("part-1.parquet", 10).unwrap().as_ref(),
+            b"0123456789"
+        );
+        let short = files.read("part-1.parquet", 11).unwrap_err().to_string();
+        assert!(short.contains("shorter than the 11 bytes"), "{short}");
+        // A size no allocation can hold is an error, not an abort.
+        let huge = files
+            .read("part-1.parquet", u64::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(huge.contains("cannot hold"), "{huge}");
     }
 }
