@@ -50,6 +50,20 @@ fn flush<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
     }
 }
 
+/// A lake with `config` holding table `t`, after `flushes` flushes of `rows` ids each (flush
+/// `seq` holds `seq * 10` onwards).
+async fn landed(config: LakeConfig, flushes: u64, rows: i64) -> (LakeSink, TableDef) {
+    let lake = LakeSink::new(config).unwrap();
+    let t = table();
+    lake.create_table(&t).await.unwrap();
+    for seq in 1..=flushes {
+        let base = seq as i64 * 10;
+        let ids: Vec<i64> = (base..base + rows).collect();
+        lake.write(flush(&t, seq, &ids)).await.unwrap();
+    }
+    (lake, t)
+}
+
 /// Every id in the table's live files, in file order, with how often it appears.
 async fn ids(dir: &std::path::Path) -> (Vec<i64>, HashMap<i64, usize>) {
     let mut order = Vec::new();
@@ -194,13 +208,7 @@ async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = LakeConfig::new(dir.path());
     config.file_retention = ORPHAN_GRACE * 2;
-    let lake = LakeSink::new(config).unwrap();
-    let t = table();
-    lake.create_table(&t).await.unwrap();
-    for seq in 1..=3u64 {
-        let base = seq as i64 * 10;
-        lake.write(flush(&t, seq, &[base, base + 1])).await.unwrap();
-    }
+    let (lake, t) = landed(config, 3, 2).await;
     let table_dir = dir.path().join("t");
     let before = live_files(&table_dir).await.unwrap();
     assert_eq!(before.len(), 3);
@@ -243,13 +251,7 @@ async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_shorter_than_its_log_entry_fails_the_merge_and_keeps_the_table() {
     let dir = tempfile::tempdir().unwrap();
-    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
-    let t = table();
-    lake.create_table(&t).await.unwrap();
-    for seq in 1..=3u64 {
-        let base = seq as i64 * 10;
-        lake.write(flush(&t, seq, &[base, base + 1])).await.unwrap();
-    }
+    let (lake, t) = landed(LakeConfig::new(dir.path()), 3, 2).await;
     let table_dir = dir.path().join("t");
     let before = live_files(&table_dir).await.unwrap();
     let cut = table_dir.join(&before[1].relative);
@@ -279,15 +281,7 @@ async fn checkpoints_carry_parsed_statistics_that_a_reopened_log_reads() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = LakeConfig::new(dir.path());
     config.checkpoint_interval = 2;
-    let lake = LakeSink::new(config).unwrap();
-    let t = table();
-    lake.create_table(&t).await.unwrap();
-    for seq in 1..=4u64 {
-        let base = seq as i64 * 10;
-        lake.write(flush(&t, seq, &[base, base + 1, base + 2]))
-            .await
-            .unwrap();
-    }
+    let (_lake, _t) = landed(config, 4, 3).await;
     let log_dir = dir.path().join("t").join("_delta_log");
     let checkpoint = std::fs::read_dir(&log_dir)
         .unwrap()
