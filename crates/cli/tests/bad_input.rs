@@ -34,6 +34,13 @@ columns = [
   { name = "ratio", type = "float64" },
 ]
 
+[tables.parted]
+columns = [
+  { name = "id", type = "int64", nullable = false },
+  { name = "name", type = "string" },
+]
+partition_by = "name"
+
 "#;
 
 struct Case {
@@ -273,6 +280,22 @@ fn cases() -> Vec<Case> {
         S::PAYLOAD_TOO_LARGE,
         &["Code: 307.", "1001 lines"],
     ));
+    // A Delta table reads an empty partition value back as null: refused, not changed.
+    cases.push(Case {
+        what: "empty partition value",
+        path: "/v1/tables/parted/rows".into(),
+        headers: vec![],
+        body: b"{\"id\":1000000050,\"name\":\"a\"}\n{\"id\":1000000051,\"name\":\"\"}".to_vec(),
+        status: S::BAD_REQUEST,
+        says: vec!["column 'name'", "row 2: an empty string", "null"],
+    });
+    cases.push(ch(
+        "ClickHouse empty partition value",
+        "INSERT INTO parted FORMAT JSONEachRow",
+        "{\"id\":1000000052,\"name\":\"\"}",
+        S::BAD_REQUEST,
+        &["column 'name'", "an empty string"],
+    ));
     cases.extend(hostile_values());
     cases
 }
@@ -448,6 +471,14 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
         .await
         .unwrap();
     assert_eq!(ok.status(), StatusCode::OK, "{:?}", ok.text().await);
+    // So do good rows of the partitioned one, null partition values included.
+    let ok = client
+        .post(server.url("/v1/tables/parted/rows"))
+        .body("{\"id\":3,\"name\":\"a\"}\n{\"id\":4}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK, "{:?}", ok.text().await);
 
     let report = good.await.unwrap().unwrap();
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -463,6 +494,10 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
     let mut ids: Vec<i64> = strict.keys().copied().collect();
     ids.sort_unstable();
     assert_eq!(ids, [1, 2], "rows of refused inserts landed");
+    let parted = id_counts(&server.data_dir, "parted");
+    let mut ids: Vec<i64> = parted.keys().copied().collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [3, 4], "rows of refused inserts landed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

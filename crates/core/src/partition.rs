@@ -37,6 +37,17 @@ pub enum PartitionSpec {
     Hour(String),
 }
 
+/// What a store makes of an empty string as a partition value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmptyValue {
+    /// It holds it as it is, apart from null (a database, where the value is a column).
+    #[default]
+    Kept,
+    /// It cannot tell it from null: a Delta table's log writes both as null and readers read
+    /// both back as null. A row with one is refused rather than changed.
+    ReadAsNull,
+}
+
 /// The partition a row belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PartitionKey {
@@ -138,12 +149,14 @@ impl PartitionSpec {
         Ok(())
     }
 
-    /// Splits a decoded batch into one batch per partition, in order of first appearance.
+    /// Splits a decoded batch into one batch per partition, in order of first appearance;
+    /// `empty` is what the table's store makes of an empty partition value.
     ///
     /// Rows keep their relative order inside each partition.
     pub fn split(
         &self,
         batch: &RecordBatch,
+        empty: EmptyValue,
     ) -> Result<Vec<(PartitionKey, RecordBatch)>, DecodeError> {
         let Some(name) = self.source_column() else {
             return Ok(vec![(PartitionKey::Whole, batch.clone())]);
@@ -155,7 +168,7 @@ impl PartitionSpec {
                 "partition column is missing".into(),
             )
         })?;
-        let keys = self.keys(column.as_ref())?;
+        let keys = self.keys(column.as_ref(), empty)?;
         let mut order: Vec<(PartitionKey, Vec<u32>)> = Vec::new();
         let mut index: HashMap<PartitionKey, usize> = HashMap::new();
         for (row, key) in keys.into_iter().enumerate() {
@@ -180,7 +193,11 @@ impl PartitionSpec {
             .collect()
     }
 
-    fn keys(&self, column: &dyn Array) -> Result<Vec<PartitionKey>, DecodeError> {
+    fn keys(
+        &self,
+        column: &dyn Array,
+        empty: EmptyValue,
+    ) -> Result<Vec<PartitionKey>, DecodeError> {
         let field = self.source_column().unwrap_or_default();
         let too_long = |row: usize, value: &str| {
             DecodeError::new(
@@ -246,6 +263,18 @@ impl PartitionSpec {
                     let value = formatter.value(row).to_string();
                     if value.len() > MAX_PARTITION_VALUE_LEN {
                         return Err(too_long(row, &value));
+                    }
+                    if value.is_empty() && empty == EmptyValue::ReadAsNull {
+                        return Err(DecodeError::new(
+                            None,
+                            Some(field.to_owned()),
+                            format!(
+                                "row {}: an empty string cannot be a partition value of this \
+                                 table: its store (a Delta table) reads it back as null; send \
+                                 null or a non-empty value",
+                                row + 1
+                            ),
+                        ));
                     }
                     keys.push(PartitionKey::Value(value));
                 }
@@ -342,7 +371,9 @@ mod tests {
                {"id":3,"service":"api"}
                {"id":4}"#,
         );
-        let parts = PartitionSpec::Column("service".into()).split(&b).unwrap();
+        let parts = PartitionSpec::Column("service".into())
+            .split(&b, EmptyValue::Kept)
+            .unwrap();
         let got: Vec<_> = parts.iter().map(|(k, b)| (k.clone(), ids(b))).collect();
         assert_eq!(
             got,
@@ -361,10 +392,14 @@ mod tests {
                {"id":2,"ts":"2026-11-30T00:00:00Z"}
                {"id":3,"ts":"2026-11-29T23:00:00Z"}"#,
         );
-        let days = PartitionSpec::Day("ts".into()).split(&b).unwrap();
+        let days = PartitionSpec::Day("ts".into())
+            .split(&b, EmptyValue::Kept)
+            .unwrap();
         assert_eq!(days[0].0, PartitionKey::Value("2026-11-29".into()));
         assert_eq!(ids(&days[0].1), [1, 3]);
-        let hours = PartitionSpec::Hour("ts".into()).split(&b).unwrap();
+        let hours = PartitionSpec::Hour("ts".into())
+            .split(&b, EmptyValue::Kept)
+            .unwrap();
         assert_eq!(hours.len(), 2);
         assert_eq!(hours[1].0, PartitionKey::Value("2026-11-30-00".into()));
     }
@@ -372,9 +407,11 @@ mod tests {
     #[test]
     fn one_partition_keeps_the_batch() {
         let b = batch(r#"{"id":1,"service":"a"}"#);
-        let parts = PartitionSpec::None.split(&b).unwrap();
+        let parts = PartitionSpec::None.split(&b, EmptyValue::Kept).unwrap();
         assert_eq!(parts, vec![(PartitionKey::Whole, b.clone())]);
-        let parts = PartitionSpec::Column("service".into()).split(&b).unwrap();
+        let parts = PartitionSpec::Column("service".into())
+            .split(&b, EmptyValue::Kept)
+            .unwrap();
         assert_eq!(
             parts[0].1.column(0).as_primitive::<Int64Type>(),
             &Int64Array::from(vec![1])
@@ -386,8 +423,37 @@ mod tests {
         let long = "x".repeat(MAX_PARTITION_VALUE_LEN + 1);
         let b = batch(&format!(r#"{{"id":1,"service":"{long}"}}"#));
         let err = PartitionSpec::Column("service".into())
-            .split(&b)
+            .split(&b, EmptyValue::Kept)
             .unwrap_err();
         assert!(err.message.contains("at most"), "{err}");
+    }
+
+    #[test]
+    fn empty_partition_values_are_refused_only_where_they_would_read_back_as_null() {
+        let b = batch(
+            r#"{"id":1,"service":"api"}
+               {"id":2,"service":""}
+               {"id":3}"#,
+        );
+        let spec = PartitionSpec::Column("service".into());
+        let kept = spec.split(&b, EmptyValue::Kept).unwrap();
+        let keys: Vec<_> = kept.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(
+            keys,
+            [
+                PartitionKey::Value("api".into()),
+                PartitionKey::Value(String::new()),
+                PartitionKey::Null,
+            ]
+        );
+        let err = spec.split(&b, EmptyValue::ReadAsNull).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("service"));
+        assert!(err.message.starts_with("row 2: an empty string"), "{err}");
+        // Null itself is a partition like any other.
+        let nulls = batch(r#"{"id":3}"#);
+        assert_eq!(
+            spec.split(&nulls, EmptyValue::ReadAsNull).unwrap()[0].0,
+            PartitionKey::Null
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use arrow::array::RecordBatch;
 
 use crate::name::TableName;
-use crate::partition::PartitionKey;
+use crate::partition::{EmptyValue, PartitionKey};
 use crate::table::{TableDef, TableLayout};
 
 /// A boxed future that can cross threads; what [`Sink`] methods return.
@@ -177,6 +177,12 @@ pub trait Sink: Send + Sync + 'static {
     fn active_parts(&self, table: &TableName) -> Option<Vec<PartitionParts>> {
         let _ = table;
         None
+    }
+
+    /// What this store makes of an empty string as a partition value. Inserts with one are
+    /// refused at the door when the store would read it back as null.
+    fn empty_partition_value(&self) -> EmptyValue {
+        EmptyValue::Kept
     }
 }
 

@@ -24,8 +24,8 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
-    Catalog, Column, ColumnType, DecodeOptions, PartitionKey, TableDef, TableName, TableSchema,
-    Verdict, decode_ndjson,
+    Catalog, Column, ColumnType, DecodeOptions, EmptyValue, PartitionKey, TableDef, TableName,
+    TableSchema, Verdict, decode_ndjson,
 };
 use sluice_wal::{FsStorage, Storage, Wal};
 use tokio::sync::mpsc::{self, UnboundedSender};
@@ -313,8 +313,16 @@ fn replay_frames(
             }
             Record::Arrow { ipc, .. } => record::read_arrow(ipc),
         };
-        let pieces =
-            batch.and_then(|b| handle.def.partition().split(&b).map_err(|e| e.to_string()));
+        // Every logged insert passed the door's checks when it was taken. Should the table
+        // have moved since from a store that keeps an empty partition value to a Delta table,
+        // refusing such a row now would stop the start: it lands, and reads back as null.
+        let pieces = batch.and_then(|b| {
+            handle
+                .def
+                .partition()
+                .split(&b, EmptyValue::Kept)
+                .map_err(|e| e.to_string())
+        });
         let pieces = match pieces {
             Ok(pieces) => pieces,
             Err(reason) => {
@@ -606,7 +614,7 @@ impl Pipeline {
         let pieces: Vec<Piece> = handle
             .def
             .partition()
-            .split(&batch)?
+            .split(&batch, handle.store.empty_partition_value())?
             .into_iter()
             .map(|(key, batch)| Piece {
                 bytes: batch.get_array_memory_size() as u64,

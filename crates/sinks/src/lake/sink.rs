@@ -8,7 +8,8 @@ use arrow::array::RecordBatch;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::sink::BoxFuture;
 use sluice_core::{
-    FlushBatch, FlushId, Landed, PartitionKey, PartitionParts, Sink, SinkError, TableDef, TableName,
+    EmptyValue, FlushBatch, FlushId, Landed, PartitionKey, PartitionParts, Sink, SinkError,
+    TableDef, TableName,
 };
 use tokio::sync::Mutex;
 
@@ -275,6 +276,11 @@ impl Sink for LakeSink {
         Some(parts)
     }
 
+    /// Delta cannot hold an empty partition value: its log writes it as null.
+    fn empty_partition_value(&self) -> EmptyValue {
+        EmptyValue::ReadAsNull
+    }
+
     /// Creates the table's folder (in a local lake) and Delta table, and removes temporary
     /// files an interrupted write left behind.
     fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
@@ -376,7 +382,7 @@ fn bulk_write(
     for batch in batches {
         let split = table
             .partition()
-            .split(&batch)
+            .split(&batch, EmptyValue::ReadAsNull)
             .map_err(|e| SinkError::permanent(SINK, e.to_string()))?;
         pieces.extend(split);
     }
