@@ -5,6 +5,7 @@
 //! - `config.rs`: the TOML config file and flag overrides, validated.
 //! - `serve.rs`: `sluice serve`, wiring config, sinks, pipeline, server and the lake's
 //!   compactor; signals.
+//! - `lock.rs`: one server per data directory (`DATA_DIR/_sluice/lock`).
 //! - `compact.rs`: `sluice compact`, one compaction pass in the foreground.
 //! - `parts.rs`: `sluice parts`, the lake's active parts per table and partition.
 //! - `load.rs`: `sluice load`, the load generator's command line and output.
@@ -18,6 +19,7 @@ mod config;
 mod estimate;
 mod lab;
 mod load;
+mod lock;
 mod parts;
 mod serve;
 

@@ -14,6 +14,7 @@ use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, PostgresSink, SqliteSi
 use tokio::net::TcpListener;
 
 use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
+use crate::lock::DataDirLock;
 
 /// `sluice serve` flags.
 #[derive(Debug, Args)]
@@ -44,6 +45,8 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         data_dir: args.data_dir,
         wal: args.wal.map(|w| w == "on"),
     })?;
+    // Held until the last flush has landed: dropped last.
+    let _lock = DataDirLock::acquire(&settings.data_dir)?;
     let tls = match &settings.tls {
         Some(files) => Some(
             sluice_server::tls::Tls::from_pem_files(&files.cert, &files.key)

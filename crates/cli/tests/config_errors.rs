@@ -1,10 +1,17 @@
-//! A bad config file stops `sluice serve` at once with a message naming the setting.
+//! What stops `sluice serve` at once, with a message saying why: a bad config file (naming the
+//! setting), a data directory another server is using.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
 use common::serve_with;
+use sluice_lab::process::ServerProcess;
 
 #[test]
 fn bad_settings_are_refused_with_their_name() {
@@ -38,4 +45,49 @@ fn bad_settings_are_refused_with_their_name() {
         assert!(!ok, "{config} was accepted");
         assert!(stderr.contains(says), "{config}: {stderr}");
     }
+}
+
+#[test]
+fn a_data_directory_in_use_is_refused_until_its_server_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut first = ServerProcess::spawn(binary, &data, None).unwrap();
+
+    let mut second = Command::new(binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            second.kill().unwrap();
+            panic!("a second server is running on the same data directory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    second
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success(), "{stderr}");
+    let says = format!("is in use by another sluice (pid {})", first.pid());
+    assert!(stderr.contains(&says), "{stderr}");
+    // The first one is untouched.
+    let ping = std::net::TcpStream::connect(first.addr);
+    assert!(ping.is_ok(), "the first server stopped listening");
+
+    // A server killed outright takes its lock with it: the next start needs no cleanup.
+    first.kill().unwrap();
+    let mut next = ServerProcess::spawn(binary, &data, None).unwrap();
+    next.kill().unwrap();
 }
