@@ -96,7 +96,9 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The lake's tables: those declared for it, and the auto-created ones its catalog keeps.
+/// The lake's tables: those declared for it, and the auto-created ones its catalog keeps. A
+/// data directory that does not exist is an error (a mistyped path), unless the config declares
+/// lake tables; it is never created.
 pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
     let mut tables: Vec<TableDef> = settings
         .tables
@@ -104,6 +106,16 @@ pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
         .filter(|(_, sink)| sink == LAKE_SINK)
         .map(|(def, _)| def.clone())
         .collect();
+    if !settings.data_dir.is_dir() {
+        if tables.is_empty() {
+            bail!(
+                "there is no data directory {}: give the one `sluice serve` uses (--data-dir, \
+                 SLUICE_DATA_DIR or data_dir in --config)",
+                settings.data_dir.display()
+            );
+        }
+        return Ok(tables);
+    }
     let catalog = FileCatalog::open(&settings.data_dir)?;
     for (name, layout) in catalog.load()? {
         let declared = settings.tables.iter().any(|(def, _)| def.name() == &name);

@@ -1,5 +1,5 @@
-//! What stops `sluice serve` at once, with a message saying why: a bad config file (naming the
-//! setting), a data directory another server is using.
+//! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
+//! a data directory another server is using, a data directory that is not there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -90,4 +90,25 @@ fn a_data_directory_in_use_is_refused_until_its_server_is_gone() {
     first.kill().unwrap();
     let mut next = ServerProcess::spawn(binary, &data, None).unwrap();
     next.kill().unwrap();
+}
+
+#[test]
+fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_do_not_make_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mistyped");
+    for command in ["parts", "compact"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg(command)
+            .arg("--data-dir")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command}: {stderr}");
+        assert!(
+            stderr.contains("there is no data directory"),
+            "{command}: {stderr}"
+        );
+        assert!(!missing.exists(), "{command} made the directory");
+    }
 }
