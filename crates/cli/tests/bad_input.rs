@@ -289,6 +289,16 @@ fn cases() -> Vec<Case> {
         status: S::BAD_REQUEST,
         says: vec!["column 'name'", "row 2: an empty string", "null"],
     });
+    // A lake table by this name would make the data directory look like a Delta table, and
+    // could not be opened at the next start.
+    cases.push(Case {
+        what: "reserved table name",
+        path: "/v1/tables/_delta_log/rows".into(),
+        headers: vec![],
+        body: b"{\"id\":1000000053}".to_vec(),
+        status: S::BAD_REQUEST,
+        says: vec!["'_delta_log' is reserved"],
+    });
     cases.push(ch(
         "ClickHouse empty partition value",
         "INSERT INTO parted FORMAT JSONEachRow",

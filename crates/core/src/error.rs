@@ -25,8 +25,8 @@ pub enum NameError {
         /// The name, escaped and shortened for display.
         name: String,
     },
-    /// The name is one sluice keeps for its own folders.
-    #[error("name '{name}' is reserved for sluice's own files")]
+    /// The name is one kept for folders that are not tables.
+    #[error("name '{name}' is reserved: sluice or the lake keeps folders of its own by that name")]
     Reserved {
         /// The name.
         name: String,

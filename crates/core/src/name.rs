@@ -11,9 +11,12 @@ use crate::error::NameError;
 /// The longest table name sluice accepts, in characters (ASCII, so also bytes).
 pub const MAX_TABLE_NAME_LEN: usize = 128;
 
-/// Names sluice keeps for its own folders in the data directory (`_sluice` for the write-ahead
-/// log, `_dead` for batches no store would take).
-pub const RESERVED_TABLE_NAMES: [&str; 2] = ["_sluice", "_dead"];
+/// Names kept for folders that are not tables: sluice's own in the data directory (`_sluice`
+/// for the write-ahead log, `_dead` for batches no store would take) and a Delta table's log
+/// (`_delta_log`: a lake table by that name would make its parent folder look like a Delta
+/// table, and its own log cannot be opened). Compared without regard to case, for filesystems
+/// that do not regard it.
+pub const RESERVED_TABLE_NAMES: [&str; 3] = ["_sluice", "_dead", "_delta_log"];
 
 /// A table name that is safe as a folder name and as a (quoted) SQL identifier.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -23,7 +26,10 @@ impl TableName {
     /// Checks `name` against `[A-Za-z_][A-Za-z0-9_]*` and the length limit.
     pub fn new(name: &str) -> Result<Self, NameError> {
         check_identifier(name, MAX_TABLE_NAME_LEN)?;
-        if RESERVED_TABLE_NAMES.contains(&name) {
+        if RESERVED_TABLE_NAMES
+            .iter()
+            .any(|reserved| reserved.eq_ignore_ascii_case(name))
+        {
             return Err(NameError::Reserved {
                 name: name.to_owned(),
             });
@@ -109,6 +115,8 @@ mod tests {
             "é",
             "_sluice",
             "_dead",
+            "_delta_log",
+            "_Delta_Log",
             &"a".repeat(129),
         ] {
             assert!(TableName::new(bad).is_err(), "{bad:?}");
