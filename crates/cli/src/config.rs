@@ -16,7 +16,7 @@ use sluice_core::{
     ThrottleConfig,
 };
 use sluice_pipeline::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES,
     DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig, RecoveryMode, WalConfig,
 };
 use sluice_server::auth::{Access, Credentials};
@@ -73,6 +73,8 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     /// Create unknown tables from their first insert.
     pub auto_create: Option<bool>,
+    /// Tables past which auto-creation refuses new ones.
+    pub max_tables: Option<usize>,
     /// Arrow memory all buffers may hold together.
     pub max_buffer_bytes: Option<ByteSize>,
     /// The share of it one table may hold.
@@ -369,12 +371,20 @@ impl FileConfig {
             max_buffer_bytes,
             max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),
+            max_tables: self.max_tables.unwrap_or(DEFAULT_MAX_TABLES),
             default_policy,
             default_throttle: self.throttle.validate().map_err(|e| e.within("throttle"))?,
             ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
             shutdown_timeout: self.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT),
             ..PipelineConfig::default()
         };
+        if pipeline.max_tables == 0 {
+            return Err(ConfigError::new(
+                "max_tables",
+                "must be greater than zero (auto_create = false turns auto-creation off)",
+            )
+            .into());
+        }
         if pipeline.ack_timeout.is_zero() {
             return Err(ConfigError::new("ack_timeout", "must be greater than zero").into());
         }

@@ -33,6 +33,7 @@ fn bad_settings_are_refused_with_their_name() {
         ),
         ("[tables.t]\ncolumns = []\n", "tables.t.columns"),
         ("lisen = \"x\"\n", "unknown field `lisen`"),
+        ("max_tables = 0\n", "max_tables"),
         ("[lake]\nroot = \"ftp://host/lake\"\n", "lake.root"),
         ("[lake]\nroot = \"s3:///no-bucket\"\n", "names no bucket"),
         (

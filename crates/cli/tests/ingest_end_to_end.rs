@@ -97,3 +97,36 @@ async fn committed_acks_come_only_after_the_rows_are_on_disk() {
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_creation_stops_at_max_tables_while_existing_tables_take_rows() {
+    let mut server = Server::start(
+        "max_tables = 2\n\n[tables.declared]\ncolumns = [{ name = \"id\", type = \"int64\" }]\n",
+    );
+    let client = reqwest::Client::new();
+    let insert = |path: String| client.post(server.url(&path)).body("{\"id\":1}").send();
+    let native = |table: &str| insert(format!("/v1/tables/{table}/rows"));
+
+    // The declared table counts: one more may be created.
+    assert_eq!(native("first").await.unwrap().status(), 200);
+    let refused = native("second").await.unwrap();
+    assert_eq!(refused.status(), 404);
+    assert_eq!(refused.headers()["x-sluice-error"], "too_many_tables");
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("max_tables"), "{text}");
+    let clickhouse = insert("/?query=INSERT%20INTO%20third%20FORMAT%20JSONEachRow".into())
+        .await
+        .unwrap();
+    assert_eq!(clickhouse.status(), 404);
+    let text = clickhouse.text().await.unwrap();
+    assert!(text.starts_with("Code: 60."), "{text}");
+    for table in ["second", "third"] {
+        assert!(!server.data_dir.join(table).exists(), "{table} was created");
+    }
+    for table in ["declared", "first"] {
+        assert_eq!(native(table).await.unwrap().status(), 200, "{table}");
+    }
+
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}

@@ -14,6 +14,9 @@ pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 512 * 1024 * 1024;
 /// that takes a burst) leaves the other half to every other table. Set 1.0 for a single table.
 pub const DEFAULT_MAX_TABLE_SHARE: f64 = 0.5;
 
+/// How many tables auto-creation stops at, declared and stored ones counted.
+pub const DEFAULT_MAX_TABLES: usize = 1_000;
+
 /// How long a `committed` insert waits for its batch to land before it is answered 503: long
 /// enough to ride out a store's brief hiccup, short enough for clients' own timeouts.
 pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,6 +35,10 @@ pub struct PipelineConfig {
     pub max_table_share: f64,
     /// Create unknown tables from their first insert.
     pub auto_create: bool,
+    /// Tables past which auto-creation refuses new ones: a producer that puts an id in the
+    /// table name would otherwise make a table (a writer, a Delta log, a compaction pass) per
+    /// id. Declared tables and stored ones are never refused; they count.
+    pub max_tables: usize,
     /// The flush policy of auto-created tables.
     pub default_policy: FlushPolicy,
     /// The parts throttle of auto-created tables and of stored ones the config does not declare.
@@ -56,6 +63,7 @@ impl Default for PipelineConfig {
             max_buffer_bytes: DEFAULT_MAX_BUFFER_BYTES,
             max_table_share: DEFAULT_MAX_TABLE_SHARE,
             auto_create: true,
+            max_tables: DEFAULT_MAX_TABLES,
             default_policy: FlushPolicy::default(),
             default_throttle: PartsThrottle::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,

@@ -15,6 +15,17 @@ pub enum InsertError {
     /// The table does not exist and auto-create is off.
     #[error("table '{0}' does not exist and auto_create is off; declare it in the config")]
     UnknownTable(String),
+    /// The table does not exist and sluice already holds `max_tables` tables.
+    #[error(
+        "table '{table}' does not exist, and sluice already holds {limit} tables, the most \
+         max_tables allows; declare it in the config or raise max_tables"
+    )]
+    TooManyTables {
+        /// The table.
+        table: String,
+        /// `max_tables`.
+        limit: usize,
+    },
     /// The rows do not fit the table; nothing of the insert was kept.
     #[error("{0}")]
     Decode(#[from] DecodeError),

@@ -30,7 +30,7 @@ mod writer;
 
 pub use ack::AckMode;
 pub use config::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES,
     DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
 };
 pub use error::{InsertError, StartError};

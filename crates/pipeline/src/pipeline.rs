@@ -725,6 +725,13 @@ impl Pipeline {
         if !self.is_accepting() {
             return Err(InsertError::ShuttingDown);
         }
+        let limit = self.inner.config.max_tables;
+        if self.read_tables().len() >= limit {
+            return Err(InsertError::TooManyTables {
+                table: name.to_string(),
+                limit,
+            });
+        }
         let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy)
             .with_throttle(self.inner.config.default_throttle);
         let create_failed = |reason: String| InsertError::CreateFailed {

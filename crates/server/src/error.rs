@@ -15,6 +15,9 @@ pub(crate) enum Kind {
     BadTableName,
     /// The table does not exist and auto-create is off.
     UnknownTable,
+    /// The table does not exist and auto-creation is at `max_tables`: to a ClickHouse client,
+    /// an unknown table.
+    TooManyTables,
     /// The body is larger than the limit (compressed or not).
     TooLarge,
     /// The Content-Encoding is not one sluice reads.
@@ -59,6 +62,7 @@ impl Kind {
             Kind::BadRequest => (S::BAD_REQUEST, 36, "BAD_ARGUMENTS", "bad_request"),
             Kind::BadTableName => (S::BAD_REQUEST, 36, "BAD_ARGUMENTS", "bad_table_name"),
             Kind::UnknownTable => (S::NOT_FOUND, 60, "UNKNOWN_TABLE", "unknown_table"),
+            Kind::TooManyTables => (S::NOT_FOUND, 60, "UNKNOWN_TABLE", "too_many_tables"),
             Kind::TooLarge => (S::PAYLOAD_TOO_LARGE, 307, "TOO_MANY_BYTES", "too_large"),
             Kind::UnsupportedEncoding => (
                 S::UNSUPPORTED_MEDIA_TYPE,
@@ -152,6 +156,7 @@ impl From<InsertError> for ApiError {
         let kind = match &error {
             InsertError::BadTableName(_) => Kind::BadTableName,
             InsertError::UnknownTable(_) => Kind::UnknownTable,
+            InsertError::TooManyTables { .. } => Kind::TooManyTables,
             InsertError::Decode(_) | InsertError::SchemaMismatch { .. } => Kind::BadRows,
             InsertError::DurableNeedsWal => Kind::BadRequest,
             InsertError::WalFailed(_) => Kind::WalFailed,
@@ -253,6 +258,7 @@ mod tests {
             Kind::BadRequest,
             Kind::BadTableName,
             Kind::UnknownTable,
+            Kind::TooManyTables,
             Kind::TooLarge,
             Kind::UnsupportedEncoding,
             Kind::Syntax,
