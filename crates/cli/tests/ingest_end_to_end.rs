@@ -1,10 +1,13 @@
 //! Many producers sending single-row inserts through both endpoints land every row exactly once,
-//! in the few parts the flush policy predicts.
+//! in the few parts the flush policy predicts. And auto-creation: where it stops, and what a
+//! table the store cannot make leaves behind (nothing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +16,7 @@ use common::{
     part_rows, parts,
 };
 use sluice_lab::load::{Endpoint, LoadConfig, LoadReport, Progress};
+use sluice_lab::process::ServerProcess;
 
 async fn run(config: LoadConfig) -> LoadReport {
     sluice_lab::load::run(config, Arc::new(Progress::default()), true)
@@ -129,4 +133,63 @@ async fn auto_creation_stops_at_max_tables_while_existing_tables_take_rows() {
 
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_the_store_cannot_make_is_not_remembered_and_stops_no_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let start = || ServerProcess::spawn_with_env(binary, &data, None, &[("SLUICE_WAL", "off")]);
+    let client = reqwest::Client::new();
+    let post = |addr: SocketAddr, table: &str, body: &'static str| {
+        client
+            .post(format!("http://{addr}/v1/tables/{table}/rows"))
+            .body(body)
+            .send()
+    };
+
+    // Two spellings of one column are one column to Delta Lake: refused at the door.
+    let mut server = start().unwrap();
+    let refused = post(server.addr, "cases", "{\"id\":1,\"ID\":2}")
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("spelled in another case"), "{text}");
+    assert!(!data.join("cases").exists());
+
+    // A Delta table sluice's catalog does not know, of another schema than an insert's: the
+    // store cannot make the table, and the catalog must not remember it.
+    assert_eq!(
+        post(server.addr, "other", "{\"x\":1}")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let remembered = data.join("other/_sluice/table.json");
+    std::fs::remove_file(&remembered).unwrap();
+    let mut server = start().unwrap();
+    let failed = post(server.addr, "other", "{\"y\":\"s\"}").await.unwrap();
+    assert!(failed.status().is_server_error(), "{failed:?}");
+    assert!(
+        !remembered.exists(),
+        "a table the store refused is in the catalog"
+    );
+    server.kill().unwrap();
+
+    // The next start is not stopped by it, and an insert that fits the table creates it again.
+    let mut server = start().unwrap();
+    assert_eq!(
+        post(server.addr, "other", "{\"x\":2}")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert!(remembered.exists());
+    server.kill().unwrap();
 }

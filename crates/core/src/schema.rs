@@ -4,6 +4,7 @@
 //! ClickHouse's spellings (`Int64`, `String`, `DateTime`, `Nullable(T)`) are accepted as aliases so
 //! a ClickHouse table definition can be carried over as it is.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -227,7 +228,8 @@ pub struct TableSchema {
 }
 
 impl TableSchema {
-    /// Checks the columns (at least one, names valid and unique) and builds the Arrow schema.
+    /// Checks the columns (at least one, names valid and unique regardless of case) and builds
+    /// the Arrow schema.
     pub fn new(columns: Vec<Column>) -> Result<Self, ConfigError> {
         if columns.is_empty() {
             return Err(ConfigError::new(
@@ -235,14 +237,23 @@ impl TableSchema {
                 "a table needs at least one column",
             ));
         }
+        // Delta Lake and SQLite take names that differ only in case for one column.
+        let mut seen: HashMap<String, &str> = HashMap::new();
         for (i, column) in columns.iter().enumerate() {
             check_column_name(&column.name)
                 .map_err(|reason| ConfigError::new(format!("columns[{i}].name"), reason))?;
-            if columns[..i].iter().any(|c| c.name == column.name) {
-                return Err(ConfigError::new(
-                    format!("columns[{i}].name"),
-                    format!("column '{}' is declared twice", column.name),
-                ));
+            if let Some(earlier) = seen.insert(column.name.to_lowercase(), &column.name) {
+                let reason = if earlier == column.name {
+                    format!("column '{}' is declared twice", column.name)
+                } else {
+                    format!(
+                        "column '{}' is column '{}' spelled in another case; names that differ \
+                         only in case are one column to Delta Lake and SQLite",
+                        printable(&column.name),
+                        printable(earlier)
+                    )
+                };
+                return Err(ConfigError::new(format!("columns[{i}].name"), reason));
             }
         }
         let fields: Vec<Field> = columns
@@ -404,6 +415,14 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.field, "columns[1].name");
+        let err = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("Name", ColumnType::String),
+            Column::new("ID", ColumnType::Int64),
+        ])
+        .unwrap_err();
+        assert_eq!(err.field, "columns[2].name");
+        assert!(err.reason.contains("'ID' is column 'id'"), "{err}");
     }
 
     #[test]

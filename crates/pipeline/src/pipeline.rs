@@ -738,15 +738,18 @@ impl Pipeline {
             table: name.to_string(),
             reason,
         };
+        // The store first: a table it cannot make is never remembered, so it cannot stop the
+        // next start. A crash between the two leaves a table the store holds and the catalog
+        // does not; the next insert creates it again (creating is idempotent).
+        let sink = self.inner.default_sink.clone();
+        sink.create_table(&def)
+            .await
+            .map_err(|e| create_failed(e.to_string()))?;
         let catalog = self.inner.catalog.clone();
         let (stored_name, layout) = (name.clone(), def.layout());
         tokio::task::spawn_blocking(move || catalog.store(&stored_name, &layout))
             .await
             .map_err(|e| create_failed(e.to_string()))?
-            .map_err(|e| create_failed(e.to_string()))?;
-        let sink = self.inner.default_sink.clone();
-        sink.create_table(&def)
-            .await
             .map_err(|e| create_failed(e.to_string()))?;
         tracing::info!(table = %name, columns = def.schema().columns().len(), "table created from its first insert");
         Ok(self.register(def, sink))
