@@ -17,6 +17,12 @@ use crate::name::printable;
 /// The longest column name sluice accepts, in bytes.
 pub const MAX_COLUMN_NAME_LEN: usize = 256;
 
+/// The most columns a first insert may give an auto-created table (SQLite's default limit;
+/// PostgreSQL's is 1,600). Every column costs an encoder in each flush: 20,000 columns took one
+/// row 4 s and 600 MB to land, so a first insert of a few hundred kilobytes could otherwise
+/// exhaust the server's memory. Declared tables are the operator's to size.
+pub const MAX_INFERRED_COLUMNS: usize = 2_000;
+
 /// The time zone stamped on timestamp columns: timestamps are instants, stored in UTC. Written as
 /// an offset, which arrow parses without a time zone database.
 pub const TIMESTAMP_TZ: &str = "+00:00";
@@ -228,8 +234,7 @@ pub struct TableSchema {
 }
 
 impl TableSchema {
-    /// Checks the columns (at least one, names valid and unique regardless of case) and builds
-    /// the Arrow schema.
+    /// Checks the columns (at least one, names valid and unique) and builds the Arrow schema.
     pub fn new(columns: Vec<Column>) -> Result<Self, ConfigError> {
         if columns.is_empty() {
             return Err(ConfigError::new(
@@ -237,23 +242,14 @@ impl TableSchema {
                 "a table needs at least one column",
             ));
         }
-        // Delta Lake and SQLite take names that differ only in case for one column.
-        let mut seen: HashMap<String, &str> = HashMap::new();
         for (i, column) in columns.iter().enumerate() {
             check_column_name(&column.name)
                 .map_err(|reason| ConfigError::new(format!("columns[{i}].name"), reason))?;
-            if let Some(earlier) = seen.insert(column.name.to_lowercase(), &column.name) {
-                let reason = if earlier == column.name {
-                    format!("column '{}' is declared twice", column.name)
-                } else {
-                    format!(
-                        "column '{}' is column '{}' spelled in another case; names that differ \
-                         only in case are one column to Delta Lake and SQLite",
-                        printable(&column.name),
-                        printable(earlier)
-                    )
-                };
-                return Err(ConfigError::new(format!("columns[{i}].name"), reason));
+            if columns[..i].iter().any(|c| c.name == column.name) {
+                return Err(ConfigError::new(
+                    format!("columns[{i}].name"),
+                    format!("column '{}' is declared twice", column.name),
+                ));
             }
         }
         let fields: Vec<Field> = columns
@@ -348,6 +344,34 @@ impl TableSchema {
                 Ok(Column::new(field.name().clone(), ty))
             })
             .collect::<Result<Vec<_>, DecodeError>>()?;
+        // Delta Lake and SQLite take names that differ only in case for one column: a table
+        // made from them could not be created there. (A declared table's store says so at start;
+        // PostgreSQL and ClickHouse keep them apart.)
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        for column in &columns {
+            if let Some(earlier) = seen.insert(column.name.to_lowercase(), &column.name) {
+                return Err(DecodeError::new(
+                    None,
+                    Some(printable(&column.name)),
+                    format!(
+                        "this is column '{}' spelled in another case; names that differ only in \
+                         case are one column to Delta Lake and SQLite",
+                        printable(earlier)
+                    ),
+                ));
+            }
+        }
+        if columns.len() > MAX_INFERRED_COLUMNS {
+            return Err(DecodeError::new(
+                None,
+                None,
+                format!(
+                    "a first insert may give a new table at most {MAX_INFERRED_COLUMNS} columns; \
+                     this one has {}: declare a wider table in the config",
+                    columns.len()
+                ),
+            ));
+        }
         TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))
     }
 }
@@ -415,14 +439,41 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.field, "columns[1].name");
-        let err = TableSchema::new(vec![
+    }
+
+    #[test]
+    fn inference_refuses_names_that_differ_only_in_case() {
+        let err = TableSchema::infer(br#"{"id":1,"Name":"a","ID":2}"#).unwrap_err();
+        // Either spelling may be the one named; the message names the other.
+        let other = match err.field.as_deref() {
+            Some("ID") => "id",
+            Some("id") => "ID",
+            field => panic!("{field:?}: {err}"),
+        };
+        let says = format!("column '{other}' spelled in another case");
+        assert!(err.message.contains(&says), "{err}");
+        // A declared table may have both: PostgreSQL and ClickHouse keep them apart.
+        let both = vec![
             Column::new("id", ColumnType::Int64),
-            Column::new("Name", ColumnType::String),
             Column::new("ID", ColumnType::Int64),
-        ])
-        .unwrap_err();
-        assert_eq!(err.field, "columns[2].name");
-        assert!(err.reason.contains("'ID' is column 'id'"), "{err}");
+        ];
+        assert!(TableSchema::new(both).is_ok());
+    }
+
+    #[test]
+    fn inference_bounds_the_columns_and_declarations_do_not() {
+        let row = |n: usize| {
+            let fields: Vec<String> = (0..n).map(|i| format!("\"c{i}\":{i}")).collect();
+            format!("{{{}}}", fields.join(","))
+        };
+        let schema = TableSchema::infer(row(MAX_INFERRED_COLUMNS).as_bytes()).unwrap();
+        assert_eq!(schema.columns().len(), MAX_INFERRED_COLUMNS);
+        let err = TableSchema::infer(row(MAX_INFERRED_COLUMNS + 1).as_bytes()).unwrap_err();
+        assert!(err.message.contains("at most 2000 columns"), "{err}");
+        let declared = (0..=MAX_INFERRED_COLUMNS)
+            .map(|i| Column::new(format!("c{i}"), ColumnType::Int64))
+            .collect();
+        assert!(TableSchema::new(declared).is_ok());
     }
 
     #[test]
