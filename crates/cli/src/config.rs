@@ -16,8 +16,9 @@ use sluice_core::{
     ThrottleConfig,
 };
 use sluice_pipeline::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES,
-    DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig, RecoveryMode, WalConfig,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_PARTITIONS_PER_INSERT,
+    DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
+    RecoveryMode, WalConfig,
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT, Limits};
@@ -75,6 +76,8 @@ pub struct FileConfig {
     pub auto_create: Option<bool>,
     /// Tables past which auto-creation refuses new ones.
     pub max_tables: Option<usize>,
+    /// Partitions one insert may span (0: any number).
+    pub max_partitions_per_insert: Option<usize>,
     /// Arrow memory all buffers may hold together.
     pub max_buffer_bytes: Option<ByteSize>,
     /// The share of it one table may hold.
@@ -372,6 +375,9 @@ impl FileConfig {
             max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),
             max_tables: self.max_tables.unwrap_or(DEFAULT_MAX_TABLES),
+            max_partitions_per_insert: self
+                .max_partitions_per_insert
+                .unwrap_or(DEFAULT_MAX_PARTITIONS_PER_INSERT),
             default_policy,
             default_throttle: self.throttle.validate().map_err(|e| e.within("throttle"))?,
             ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),

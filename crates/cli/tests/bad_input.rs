@@ -19,6 +19,7 @@ const STRICT: &str = r#"
 auto_create = false
 max_body_bytes = "64KiB"
 max_rows_per_insert = 1000
+max_partitions_per_insert = 3
 
 [wal]
 enabled = false
@@ -289,6 +290,27 @@ fn cases() -> Vec<Case> {
         status: S::BAD_REQUEST,
         says: vec!["column 'name'", "row 2: an empty string", "null"],
     });
+    // Four partitions in one insert, one more than the limit: refused whole, ClickHouse's way.
+    let spread = "{\"id\":1000000054,\"name\":\"a\"}\n{\"id\":1000000055,\"name\":\"b\"}\n\
+                  {\"id\":1000000056,\"name\":\"c\"}\n{\"id\":1000000057}";
+    cases.push(Case {
+        what: "too many partitions",
+        path: "/v1/tables/parted/rows".into(),
+        headers: vec![],
+        body: spread.as_bytes().to_vec(),
+        status: S::BAD_REQUEST,
+        says: vec![
+            "Too many partitions for single INSERT block (more than 3)",
+            "spans 4",
+        ],
+    });
+    cases.push(ch(
+        "ClickHouse too many partitions",
+        "INSERT INTO parted FORMAT JSONEachRow",
+        spread,
+        S::BAD_REQUEST,
+        &["Code: 252.", "TOO_MANY_PARTS"],
+    ));
     // A lake table by this name would make the data directory look like a Delta table, and
     // could not be opened at the next start.
     cases.push(Case {

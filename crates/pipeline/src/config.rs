@@ -17,6 +17,9 @@ pub const DEFAULT_MAX_TABLE_SHARE: f64 = 0.5;
 /// How many tables auto-creation stops at, declared and stored ones counted.
 pub const DEFAULT_MAX_TABLES: usize = 1_000;
 
+/// How many partitions one insert may span (ClickHouse's `max_partitions_per_insert_block`).
+pub const DEFAULT_MAX_PARTITIONS_PER_INSERT: usize = 100;
+
 /// How long a `committed` insert waits for its batch to land before it is answered 503: long
 /// enough to ride out a store's brief hiccup, short enough for clients' own timeouts.
 pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -39,6 +42,10 @@ pub struct PipelineConfig {
     /// table name would otherwise make a table (a writer, a Delta log, a compaction pass) per
     /// id. Declared tables and stored ones are never refused; they count.
     pub max_tables: usize,
+    /// Partitions one insert may span (0: any number). Each partition is a part of its own in
+    /// every flush, so an insert spread over thousands (a table partitioned by an id) makes
+    /// thousands of tiny parts: refused whole, as ClickHouse does.
+    pub max_partitions_per_insert: usize,
     /// The flush policy of auto-created tables.
     pub default_policy: FlushPolicy,
     /// The parts throttle of auto-created tables and of stored ones the config does not declare.
@@ -64,6 +71,7 @@ impl Default for PipelineConfig {
             max_table_share: DEFAULT_MAX_TABLE_SHARE,
             auto_create: true,
             max_tables: DEFAULT_MAX_TABLES,
+            max_partitions_per_insert: DEFAULT_MAX_PARTITIONS_PER_INSERT,
             default_policy: FlushPolicy::default(),
             default_throttle: PartsThrottle::default(),
             ack_timeout: DEFAULT_ACK_TIMEOUT,

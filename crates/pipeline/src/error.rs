@@ -58,6 +58,21 @@ pub enum InsertError {
         /// Whether the table's share was full, rather than the whole buffer.
         table_share: bool,
     },
+    /// The insert spans more partitions than `max_partitions_per_insert`. In ClickHouse's words.
+    #[error(
+        "Too many partitions for single INSERT block (more than {limit}): this insert into table \
+         '{table}' spans {partitions}. The limit is controlled by max_partitions_per_insert (0 \
+         lifts it). Every partition becomes a part of its own at every flush; partition coarsely \
+         (by day, not by id)"
+    )]
+    TooManyPartitions {
+        /// The table.
+        table: String,
+        /// Partitions the insert spans.
+        partitions: usize,
+        /// `max_partitions_per_insert`.
+        limit: usize,
+    },
     /// The partition holds more active parts than the table's `parts_to_throw_insert`: inserts
     /// into it wait for compaction to catch up. In ClickHouse's words.
     #[error(

@@ -622,6 +622,14 @@ impl Pipeline {
                 batch,
             })
             .collect();
+        let limit = self.inner.config.max_partitions_per_insert;
+        if limit > 0 && pieces.len() > limit {
+            return Err(InsertError::TooManyPartitions {
+                table: handle.def.name().to_string(),
+                partitions: pieces.len(),
+                limit,
+            });
+        }
         self.throttle(handle, &pieces).await?;
         let bytes: u64 = pieces.iter().map(Piece::charge).sum();
         let memory = &handle.memory;

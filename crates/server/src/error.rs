@@ -30,6 +30,8 @@ pub(crate) enum Kind {
     Overloaded,
     /// A partition holds more parts than `parts_to_throw_insert`.
     TooManyParts,
+    /// One insert spans more partitions than `max_partitions_per_insert`.
+    TooManyPartitions,
     /// The write-ahead log could not take the insert.
     WalFailed,
     /// sluice is shutting down.
@@ -85,6 +87,10 @@ impl Kind {
                 "TOO_MANY_PARTS",
                 "too_many_parts",
             ),
+            // Retrying the same insert cannot help: a client error, with ClickHouse's code.
+            Kind::TooManyPartitions => {
+                (S::BAD_REQUEST, 252, "TOO_MANY_PARTS", "too_many_partitions")
+            }
             Kind::ShuttingDown => (
                 S::SERVICE_UNAVAILABLE,
                 394,
@@ -162,6 +168,7 @@ impl From<InsertError> for ApiError {
             InsertError::WalFailed(_) => Kind::WalFailed,
             InsertError::Overloaded { .. } => Kind::Overloaded,
             InsertError::TooManyParts { .. } => Kind::TooManyParts,
+            InsertError::TooManyPartitions { .. } => Kind::TooManyPartitions,
             InsertError::ShuttingDown => Kind::ShuttingDown,
             InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,
             InsertError::StoreRefused(_) => Kind::StoreRefused,
@@ -265,6 +272,7 @@ mod tests {
             Kind::UnknownFormat,
             Kind::Overloaded,
             Kind::TooManyParts,
+            Kind::TooManyPartitions,
             Kind::WalFailed,
             Kind::ShuttingDown,
             Kind::NotCommittedInTime,
