@@ -50,6 +50,11 @@ fn flush<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
     }
 }
 
+/// The name a flush of sequence number `seq` would give its file: what an orphan is called.
+fn orphan_name(seq: u64) -> String {
+    format!("part-{seq:020}-{seq:020}-{}.parquet", uuid::Uuid::now_v7())
+}
+
 /// A lake with `config` holding table `t`, after `flushes` flushes of `rows` ids each (flush
 /// `seq` holds `seq * 10` onwards).
 async fn landed(config: LakeConfig, flushes: u64, rows: i64) -> (LakeSink, TableDef) {
@@ -121,18 +126,26 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     let before: Vec<_> = live_files(&table_dir).await.unwrap();
     assert_eq!(before.len(), 8);
 
-    // An orphan (a flush's file whose commit never happened) is deleted only once old.
+    // An orphan (a flush's file whose commit never happened) is deleted only once old; another
+    // writer's file that no commit references is never deleted, however old.
     let partition_dir = table_dir.join("service=api");
-    let old_orphan = partition_dir.join("part-orphan-old.parquet");
-    let new_orphan = partition_dir.join("part-orphan-new.parquet");
-    std::fs::copy(table_dir.join(&before[0].relative), &old_orphan).unwrap();
-    std::fs::copy(table_dir.join(&before[0].relative), &new_orphan).unwrap();
-    File::options()
-        .write(true)
-        .open(&old_orphan)
-        .unwrap()
-        .set_modified(SystemTime::now() - ORPHAN_GRACE - Duration::from_secs(60))
-        .unwrap();
+    let old_orphan = partition_dir.join(orphan_name(900));
+    let new_orphan = partition_dir.join(orphan_name(901));
+    let foreign = partition_dir.join(format!(
+        "part-00000-{}-c000.zstd.parquet",
+        uuid::Uuid::now_v7()
+    ));
+    for path in [&old_orphan, &new_orphan, &foreign] {
+        std::fs::copy(table_dir.join(&before[0].relative), path).unwrap();
+    }
+    for path in [&old_orphan, &foreign] {
+        File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(SystemTime::now() - ORPHAN_GRACE - Duration::from_secs(60))
+            .unwrap();
+    }
 
     let report = lake
         .compact(&t, CompactionPolicy::default(), &|_, _| {})
@@ -161,6 +174,7 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     }
     assert!(!old_orphan.exists());
     assert!(new_orphan.exists());
+    assert!(foreign.exists(), "another writer's file was deleted");
 
     // The watermark survives compaction: a reopened sink still skips what landed.
     let reopened = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
@@ -215,7 +229,7 @@ async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
     // Written long before the orphan grace, replaced just now by the compaction below; and a
     // file no commit references, as old.
     let long_ago = SystemTime::now() - ORPHAN_GRACE * 3;
-    let orphan = table_dir.join("service=api").join("part-orphan.parquet");
+    let orphan = table_dir.join("service=api").join(orphan_name(900));
     std::fs::copy(table_dir.join(&before[0].relative), &orphan).unwrap();
     let aged = before
         .iter()

@@ -26,7 +26,7 @@ use super::config::LakeConfig;
 use super::delta::{TableLog, add_action};
 use super::parallel::on_every_core_chunk;
 use super::part::{
-    COMPACTED_FROM_KEY, FileSync, PART_PREFIX, PART_SUFFIX, WrittenPart, compacted_name, write_file,
+    COMPACTED_FROM_KEY, FileSync, WrittenPart, compacted_name, is_part_name, write_file,
 };
 use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
@@ -302,7 +302,7 @@ pub(crate) async fn vacuum(
             - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         let mut expired = Vec::new();
         for (relative, at) in log.removed().await? {
-            if at < cutoff && !referenced.contains(&relative) {
+            if at < cutoff && !referenced.contains(&relative) && is_ours(&relative) {
                 expired.push(relative.clone());
             }
             referenced.insert(relative);
@@ -340,10 +340,10 @@ pub(crate) fn discard(files: &TableFiles, relative: String) {
 
 /// Whether sluice wrote this file. Compaction rewrites only its own files, whose paths it knows
 /// to round-trip through the log's URI escaping, so a removal names a file exactly as its
-/// addition did.
+/// addition did; and the vacuum deletes only its own: another writer's removed files are for
+/// that writer's vacuum and retention (Delta's default keeps them a week, for time travel).
 fn is_ours(relative: &str) -> bool {
-    let name = relative.rsplit('/').next().unwrap_or(relative);
-    name.starts_with(PART_PREFIX) && name.ends_with(PART_SUFFIX)
+    is_part_name(relative.rsplit('/').next().unwrap_or(relative))
 }
 
 /// Reads every input file, the files split into one contiguous run per core, each run read on

@@ -51,6 +51,32 @@ pub(crate) fn compacted_name() -> String {
     format!("{PART_PREFIX}c-{}{PART_SUFFIX}", uuid::Uuid::now_v7())
 }
 
+/// Whether a file name is one sluice gives parts ([`part_name`], [`compacted_name`]). Other
+/// Delta writers name their files `part-...parquet` too (Spark and delta-rs:
+/// `part-00000-<uuid>-c000.zstd.parquet`); compaction and the vacuum leave those alone.
+pub(crate) fn is_part_name(name: &str) -> bool {
+    let Some(middle) = name
+        .strip_prefix(PART_PREFIX)
+        .and_then(|rest| rest.strip_suffix(PART_SUFFIX))
+    else {
+        return false;
+    };
+    let uuid = match middle.strip_prefix("c-") {
+        Some(uuid) => uuid,
+        None => {
+            let mut fields = middle.splitn(3, '-');
+            let sequence = |field: Option<&str>| {
+                field.is_some_and(|f| f.len() == 20 && f.bytes().all(|b| b.is_ascii_digit()))
+            };
+            if !(sequence(fields.next()) && sequence(fields.next())) {
+                return false;
+            }
+            fields.next().unwrap_or_default()
+        }
+    };
+    uuid.len() == 36 && uuid::Uuid::try_parse(uuid).is_ok()
+}
+
 /// Whether a file name is a temporary part left by an interrupted write.
 pub(crate) fn is_temporary(name: &str) -> bool {
     name.starts_with(&format!(".{PART_PREFIX}")) && name.ends_with(".tmp")
@@ -525,5 +551,20 @@ mod tests {
         );
         assert!(is_temporary(&format!(".{name}.tmp")));
         assert!(!is_temporary(&name));
+        assert!(is_part_name(&name));
+        assert!(is_part_name(&compacted_name()));
+        let uuid = "01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6";
+        for other in [
+            // Spark's and delta-rs's names.
+            format!("part-00000-{uuid}-c000.snappy.parquet"),
+            format!("part-00001-{uuid}-c000.zstd.parquet"),
+            format!("part-00000000000000000007-00000000000000001234-{uuid}.zstd.parquet"),
+            format!("part-c-{uuid}-c000.parquet"),
+            format!("part-7-1234-{uuid}.parquet"),
+            "part-c-not-a-uuid-at-all-but-36-chars-long.parquet".to_owned(),
+            format!(".{name}.tmp"),
+        ] {
+            assert!(!is_part_name(&other), "{other}");
+        }
     }
 }

@@ -35,7 +35,7 @@ use sluice_core::SinkError;
 use url::Url;
 
 use super::config::{LakeRoot, OBJECT_STORE_SCHEMES};
-use super::part::{FileSync, PART_PREFIX, PART_SUFFIX, is_temporary};
+use super::part::{FileSync, is_part_name, is_temporary};
 use super::read::{footer_len, tail};
 use crate::fsio;
 
@@ -358,7 +358,7 @@ fn is_data_file(relative: &str) -> bool {
     let mut parts = relative.split('/').peekable();
     while let Some(part) = parts.next() {
         if parts.peek().is_none() {
-            return part.starts_with(PART_PREFIX) && part.ends_with(PART_SUFFIX);
+            return is_part_name(part);
         }
         if part.starts_with('_') {
             return false;
@@ -433,15 +433,21 @@ fn store_error(what: &str, action: &str, e: object_store::Error) -> SinkError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lake::part::{compacted_name, part_name};
 
     #[test]
     fn data_files_are_parts_outside_underscore_folders() {
-        assert!(is_data_file("part-1.parquet"));
-        assert!(is_data_file("service=a%2Fb/part-c-1.parquet"));
+        let (part, compacted) = (part_name(1, 2), compacted_name());
+        assert!(is_data_file(&part));
+        assert!(is_data_file(&format!("service=a%2Fb/{compacted}")));
         assert!(!is_data_file("_delta_log/00000000000000000000.json"));
-        assert!(!is_data_file("_sluice/part-1.parquet"));
-        assert!(!is_data_file("service=a/.part-1.parquet.tmp"));
+        assert!(!is_data_file(&format!("_sluice/{part}")));
+        assert!(!is_data_file(&format!("service=a/.{part}.tmp")));
         assert!(!is_data_file("service=a/other.parquet"));
+        // Another writer's file.
+        assert!(!is_data_file(
+            "service=a/part-00000-01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6-c000.zstd.parquet"
+        ));
     }
 
     #[test]
