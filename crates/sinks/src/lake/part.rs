@@ -51,9 +51,10 @@ pub(crate) fn compacted_name() -> String {
     format!("{PART_PREFIX}c-{}{PART_SUFFIX}", uuid::Uuid::now_v7())
 }
 
-/// Whether a file name is one sluice gives parts ([`part_name`], [`compacted_name`]). Other
-/// Delta writers name their files `part-...parquet` too (Spark and delta-rs:
-/// `part-00000-<uuid>-c000.zstd.parquet`); compaction and the vacuum leave those alone.
+/// Whether a file name is one sluice gives parts ([`part_name`], [`compacted_name`], and the
+/// first versions' `part-<uuid>.parquet`). Other Delta writers name their files `part-...parquet`
+/// too (Spark and delta-rs: `part-00000-<uuid>-c000.zstd.parquet`); compaction and the vacuum
+/// leave those alone.
 pub(crate) fn is_part_name(name: &str) -> bool {
     let Some(middle) = name
         .strip_prefix(PART_PREFIX)
@@ -63,6 +64,7 @@ pub(crate) fn is_part_name(name: &str) -> bool {
     };
     let uuid = match middle.strip_prefix("c-") {
         Some(uuid) => uuid,
+        None if middle.len() == 36 => middle,
         None => {
             let mut fields = middle.splitn(3, '-');
             let sequence = |field: Option<&str>| {
@@ -553,6 +555,9 @@ mod tests {
         assert!(!is_temporary(&name));
         assert!(is_part_name(&name));
         assert!(is_part_name(&compacted_name()));
+        assert!(is_part_name(
+            "part-01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6.parquet"
+        ));
         let uuid = "01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6";
         for other in [
             // Spark's and delta-rs's names.
