@@ -54,9 +54,20 @@ struct Case {
 }
 
 fn native(what: &'static str, body: &str, status: StatusCode, says: &[&'static str]) -> Case {
+    native_to("strict", what, body, status, says)
+}
+
+/// [`native`] into `table`.
+fn native_to(
+    table: &str,
+    what: &'static str,
+    body: &str,
+    status: StatusCode,
+    says: &[&'static str],
+) -> Case {
     Case {
         what,
-        path: "/v1/tables/strict/rows".into(),
+        path: format!("/v1/tables/{table}/rows"),
         headers: vec![],
         body: body.as_bytes().to_vec(),
         status,
@@ -282,28 +293,26 @@ fn cases() -> Vec<Case> {
         &["Code: 307.", "1001 lines"],
     ));
     // A Delta table reads an empty partition value back as null: refused, not changed.
-    cases.push(Case {
-        what: "empty partition value",
-        path: "/v1/tables/parted/rows".into(),
-        headers: vec![],
-        body: b"{\"id\":1000000050,\"name\":\"a\"}\n{\"id\":1000000051,\"name\":\"\"}".to_vec(),
-        status: S::BAD_REQUEST,
-        says: vec!["column 'name'", "row 2: an empty string", "null"],
-    });
+    cases.push(native_to(
+        "parted",
+        "empty partition value",
+        "{\"id\":1000000050,\"name\":\"a\"}\n{\"id\":1000000051,\"name\":\"\"}",
+        S::BAD_REQUEST,
+        &["column 'name'", "row 2: an empty string", "null"],
+    ));
     // Four partitions in one insert, one more than the limit: refused whole, ClickHouse's way.
     let spread = "{\"id\":1000000054,\"name\":\"a\"}\n{\"id\":1000000055,\"name\":\"b\"}\n\
                   {\"id\":1000000056,\"name\":\"c\"}\n{\"id\":1000000057}";
-    cases.push(Case {
-        what: "too many partitions",
-        path: "/v1/tables/parted/rows".into(),
-        headers: vec![],
-        body: spread.as_bytes().to_vec(),
-        status: S::BAD_REQUEST,
-        says: vec![
+    cases.push(native_to(
+        "parted",
+        "too many partitions",
+        spread,
+        S::BAD_REQUEST,
+        &[
             "Too many partitions for single INSERT block (more than 3)",
             "spans 4",
         ],
-    });
+    ));
     cases.push(ch(
         "ClickHouse too many partitions",
         "INSERT INTO parted FORMAT JSONEachRow",
@@ -313,14 +322,13 @@ fn cases() -> Vec<Case> {
     ));
     // A lake table by this name would make the data directory look like a Delta table, and
     // could not be opened at the next start.
-    cases.push(Case {
-        what: "reserved table name",
-        path: "/v1/tables/_delta_log/rows".into(),
-        headers: vec![],
-        body: b"{\"id\":1000000053}".to_vec(),
-        status: S::BAD_REQUEST,
-        says: vec!["'_delta_log' is reserved"],
-    });
+    cases.push(native_to(
+        "_delta_log",
+        "reserved table name",
+        "{\"id\":1000000053}",
+        S::BAD_REQUEST,
+        &["'_delta_log' is reserved"],
+    ));
     cases.push(ch(
         "ClickHouse empty partition value",
         "INSERT INTO parted FORMAT JSONEachRow",

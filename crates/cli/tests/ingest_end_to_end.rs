@@ -142,39 +142,35 @@ async fn a_table_the_store_cannot_make_is_not_remembered_and_stops_no_start() {
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let start = || ServerProcess::spawn_with_env(binary, &data, None, &[("SLUICE_WAL", "off")]);
     let client = reqwest::Client::new();
-    let post = |addr: SocketAddr, table: &str, body: &'static str| {
-        client
+    // An insert's status and answer.
+    let post = async |addr: SocketAddr, table: &str, body: &'static str| {
+        let response = client
             .post(format!("http://{addr}/v1/tables/{table}/rows"))
             .body(body)
             .send()
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
     };
 
     // Two spellings of one column are one column to Delta Lake: refused at the door.
     let mut server = start().unwrap();
-    let refused = post(server.addr, "cases", "{\"id\":1,\"ID\":2}")
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 400);
-    let text = refused.text().await.unwrap();
+    let (status, text) = post(server.addr, "cases", "{\"id\":1,\"ID\":2}").await;
+    assert_eq!(status, 400);
     assert!(text.contains("spelled in another case"), "{text}");
     assert!(!data.join("cases").exists());
 
     // A Delta table sluice's catalog does not know, of another schema than an insert's: the
     // store cannot make the table, and the catalog must not remember it.
-    assert_eq!(
-        post(server.addr, "other", "{\"x\":1}")
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let (status, text) = post(server.addr, "other", "{\"x\":1}").await;
+    assert_eq!(status, 200, "{text}");
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(30)).unwrap().success());
     let remembered = data.join("other/_sluice/table.json");
     std::fs::remove_file(&remembered).unwrap();
     let mut server = start().unwrap();
-    let failed = post(server.addr, "other", "{\"y\":\"s\"}").await.unwrap();
-    assert!(failed.status().is_server_error(), "{failed:?}");
+    let (status, text) = post(server.addr, "other", "{\"y\":\"s\"}").await;
+    assert!(status.is_server_error(), "{status}: {text}");
     assert!(
         !remembered.exists(),
         "a table the store refused is in the catalog"
@@ -183,13 +179,8 @@ async fn a_table_the_store_cannot_make_is_not_remembered_and_stops_no_start() {
 
     // The next start is not stopped by it, and an insert that fits the table creates it again.
     let mut server = start().unwrap();
-    assert_eq!(
-        post(server.addr, "other", "{\"x\":2}")
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    let (status, text) = post(server.addr, "other", "{\"x\":2}").await;
+    assert_eq!(status, 200, "{text}");
     assert!(remembered.exists());
     server.kill().unwrap();
 }
