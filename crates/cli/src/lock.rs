@@ -25,8 +25,7 @@ impl DataDirLock {
     /// Takes the lock on `data_dir` (creating the folder), or says which process holds it.
     pub fn acquire(data_dir: &Path) -> Result<Self> {
         let dir = data_dir.join("_sluice");
-        fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create data dir {}", dir.display()))?;
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join("lock");
         let mut file = OpenOptions::new()
             .read(true)
