@@ -6,15 +6,11 @@
 //! the other gives up. An independent reader (the Python `deltalake` package, over Azure) sees
 //! every acknowledged row exactly once, during the load and after it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, assert_exactly_once, delta_read_at, sample};
+use crate::common::{self, Server, assert_exactly_once, delta_read_at, sample};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, Progress, http_get};
 use sluice_lab::services::Azurite;

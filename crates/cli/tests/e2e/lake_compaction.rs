@@ -3,16 +3,12 @@
 //! Python `deltalake` package) reading the table in a loop never sees a row twice or a row
 //! vanish, and at the end sees exactly the rows acknowledged.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Server, assert_exactly_once, id_counts};
+use crate::common::{self, Server, assert_exactly_once, id_counts};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, Progress};
 

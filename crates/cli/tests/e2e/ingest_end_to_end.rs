@@ -2,16 +2,12 @@
 //! in the few parts the flush policy predicts. And auto-creation: where it stops, and what a
 //! table the store cannot make leaves behind (nothing).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     Server, assert_exactly_once, id_counts, load_config, load_table_flushing_every_5000_rows,
     part_rows, parts,
 };

@@ -4,16 +4,12 @@
 //! statistics, the flush identity in the footer, no temporary files left behind. Plus the
 //! operator's view: metrics, tables, health.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::fs::File;
 use std::time::Duration;
 
+use crate::common::{self, Server, parts};
 use arrow::array::AsArray;
 use arrow::datatypes::TimestampMicrosecondType;
-use common::{Server, parts};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 

@@ -2,15 +2,11 @@
 //! nothing else is lost or blocked: a producer running alongside lands all its rows exactly once,
 //! and no row of a refused insert lands.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, assert_exactly_once, id_counts};
+use crate::common::{Server, assert_exactly_once, id_counts};
 use reqwest::StatusCode;
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop};

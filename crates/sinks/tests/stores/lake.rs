@@ -2,8 +2,6 @@
 //! swapping files with every row kept (sorted by the table's key), replaced files deleted after
 //! the retention and orphans after the grace period, and part counts kept current.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashMap;
 use std::fs::File;
 use std::time::{Duration, SystemTime};

@@ -1,15 +1,11 @@
 //! HTTPS with a certificate from the config: a client that trusts it writes and gets its answer,
 //! plain HTTP to the same port gets nothing, and the row lands.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::id_counts;
+use crate::common::{self, id_counts};
 use sluice_lab::process::ServerProcess;
 
 /// A self-signed certificate for 127.0.0.1, made by the openssl command.

@@ -1,14 +1,10 @@
 //! Each lab command's JSON has every field docs/lab.md promises, and its plot is an SVG with
 //! labelled axes. Small sizes: this checks the commands, not the machine.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::sluice;
+use crate::common::sluice;
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

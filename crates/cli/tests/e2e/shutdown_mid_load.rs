@@ -1,15 +1,11 @@
 //! SIGTERM in the middle of a load: sluice stops taking inserts, lands everything it accepted,
 //! and exits 0. Every acknowledged row is in the lake exactly once.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::{
+use crate::common::{
     Server, assert_exactly_once, id_counts, load_config, load_table_flushing_every_5000_rows,
     part_rows, parts,
 };

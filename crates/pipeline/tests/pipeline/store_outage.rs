@@ -5,8 +5,6 @@
 //! The fault is real: a regular file sits where the lake must create the partition's folder, so
 //! every part write fails with an I/O error until the file is removed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;

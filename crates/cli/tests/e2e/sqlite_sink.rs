@@ -2,8 +2,6 @@
 //! restart that replays the write-ahead log, and every acknowledged row in the database exactly
 //! once (the ledger skips what already landed).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -1,16 +1,12 @@
 //! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
 //! a data directory another server is using, a data directory that is not there.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::serve_with;
+use crate::common::serve_with;
 use sluice_lab::process::ServerProcess;
 
 #[test]

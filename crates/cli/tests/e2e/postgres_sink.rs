@@ -2,10 +2,6 @@
 //! once through the ledger, a server restart in the middle of the load that loses nothing, and a
 //! table that does not fit sending its batch to the dead-letter folder with PostgreSQL's words.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -21,6 +17,8 @@ use sluice_lab::services::Postgres;
 use sluice_lab::verify::audit;
 use sluice_sinks::{PostgresConfig, PostgresSink};
 use tokio_postgres::NoTls;
+
+use crate::common;
 
 async fn client(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();

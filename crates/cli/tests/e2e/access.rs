@@ -2,15 +2,13 @@
 //! words on its endpoint), every accepted form of credential works, a table's own rule replaces
 //! the global one, the token from `SLUICE_TOKEN` counts, and reading endpoints stay open.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use sluice_lab::process::ServerProcess;
+
+use crate::common;
 
 const CONFIG: &str = r#"
 [wal]

@@ -7,8 +7,6 @@
 //! (Dropping the pipeline first would be a clean shutdown: its writers drain when their channels
 //! close.)
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;

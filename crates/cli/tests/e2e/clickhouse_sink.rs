@@ -3,17 +3,13 @@
 //! cannot take goes to the dead-letter folder with ClickHouse's words; `Too many parts` is waited
 //! out, never dropped; and pacing keeps a partition's part count away from the limits.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::sample;
+use crate::common::{self, sample};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, LoadConfig, Progress, Stop, http_get, http_post};
 use sluice_lab::process::ServerProcess;

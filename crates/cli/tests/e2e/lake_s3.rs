@@ -4,16 +4,12 @@
 //! back over S3, say which flushes landed), compacts the table in place, and an independent
 //! reader (the Python `deltalake` package, over S3) sees exactly the acknowledged rows.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{assert_exactly_once, delta_read_at};
+use crate::common::{self, assert_exactly_once, delta_read_at};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, Progress};
 use sluice_lab::process::ServerProcess;

@@ -2,14 +2,10 @@
 //! line, `db.table`, column lists, gzip bodies, `wait_for_async_insert=0`,
 //! `input_format_skip_unknown_fields=1`, `GET /ping`; and the native API takes zstd bodies.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::io::Write;
 use std::time::Duration;
 
-use common::{Server, id_counts};
+use crate::common::{Server, id_counts};
 use reqwest::StatusCode;
 
 const CONFIG: &str = r#"

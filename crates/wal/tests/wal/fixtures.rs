@@ -1,7 +1,5 @@
-//! Recovery from committed corrupt-segment fixtures (written by fixtures/make_fixtures.py, an
-//! independent implementation of the format).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Recovery from committed corrupt-segment fixtures (in `tests/fixtures/`, written by
+//! `make_fixtures.py` there, an independent implementation of the format).
 
 use std::path::Path;
 use std::sync::Arc;

@@ -4,14 +4,10 @@
 //! compaction (here `sluice compact`, another process) brings the count down, inserts are taken
 //! again. Small thresholds, one part per insert.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use crate::common::{self, Server};
 
 const CONFIG: &str = r#"
 [tables.t]

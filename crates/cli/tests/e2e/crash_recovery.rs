@@ -2,8 +2,6 @@
 //! lake exactly once after SIGKILLs under load and restarts. (Run it with `--cycles 20` or more by
 //! hand: `sluice lab crash --help`.) And `sluice lab acks`, the ack-mode benchmark, on a small load.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::process::Command;
 
 /// Runs `sluice ARGS --json FILE` and returns whether it succeeded and the report.

@@ -2,8 +2,6 @@
 //! fsync poisons, a full disk or a short write fails the group without a false acknowledgement,
 //! release deletes only what the stores hold.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -3,14 +3,10 @@
 //! duplicates a row (each commit names its writer and flush; conflicting commits are retried).
 //! A table whose log disagrees with the configured layout is refused at start.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Server, assert_exactly_once, delta_read, id_counts};
+use crate::common::{self, Server, assert_exactly_once, delta_read, id_counts};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, Progress};
 

@@ -2,8 +2,6 @@
 //! types, one transaction per flush, the ledger that skips a replayed flush, errors classified,
 //! identifiers quoted whatever they hold.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use rusqlite::Connection;
 use sluice_core::{
     Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
