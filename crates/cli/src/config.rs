@@ -133,7 +133,8 @@ pub struct LakeFileConfig {
     pub storage: BTreeMap<String, String>,
     /// zstd level.
     pub zstd_level: Option<i32>,
-    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed; "0B": all zstd.
+    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed and plain (no
+    /// dictionary pages); "0B": all zstd.
     pub lz4_below: Option<ByteSize>,
     /// Rows per row group.
     pub row_group_rows: Option<usize>,

@@ -152,7 +152,8 @@ pub struct LakeConfig {
     pub state_dir: PathBuf,
     /// zstd compression level (1 to 22).
     pub zstd_level: i32,
-    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed; 0: all zstd.
+    /// Parts smaller than this (Arrow memory of their rows) are LZ4-compressed and written
+    /// without dictionary pages; 0: all zstd with dictionaries.
     pub lz4_below: u64,
     /// Rows per row group.
     pub row_group_rows: usize,

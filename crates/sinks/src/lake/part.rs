@@ -1,6 +1,6 @@
-//! Writing one part: its name, its Parquet settings (zstd, or LZ4 for a small part; page
-//! statistics, sort key, the flush's identity in the footer), and its encoding, a large part's
-//! columns on several threads. Where the bytes go, and how they are made durable, is
+//! Writing one part: its name, its Parquet settings (zstd with dictionaries, or LZ4 and plain
+//! values for a small part; page statistics, sort key, the flush's identity in the footer), and
+//! its encoding, a large part's columns on several threads. Where the bytes go, and how they are made durable, is
 //! [`TableFiles::write`].
 
 use std::io::Write;
@@ -159,7 +159,7 @@ pub(crate) fn write_file(
         Some(folder) => format!("{folder}/{name}"),
         None => name.to_owned(),
     };
-    let props = properties(config, table, footer, &schema, codec(config, batches)?)?;
+    let props = properties(config, table, footer, &schema, encoding(config, batches)?)?;
     let describe = || files.describe(&relative);
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let parallel =
@@ -381,8 +381,23 @@ fn row_groups(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
     groups
 }
 
-/// The codec for a file of `batches`: LZ4 below [`LakeConfig::lz4_below`], else zstd.
-fn codec(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Compression, SinkError> {
+/// How a file's column chunks are encoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Encoding {
+    compression: Compression,
+    /// Dictionary pages, for columns that repeat values.
+    dictionary: bool,
+}
+
+/// How to encode a file of `batches`. A small part (below [`LakeConfig::lz4_below`]) is LZ4 and
+/// plain, without dictionary pages: it lives until compaction reads it back, and in a file of a
+/// few hundred rows a dictionary saves little that LZ4 does not, while its reader decodes a
+/// dictionary page per column and its writer hashes every value. The compaction lab's 20,000
+/// files of 100 rows took 174.9 MB plain against 177.6 MB with dictionaries, and `sluice
+/// compact` on them 1.36 s and 2.44 s of CPU against 1.45 s and 2.54 s (medians of eight
+/// alternated runs). A large part is zstd with dictionaries, which pay for themselves on a
+/// column that repeats values over a million rows.
+fn encoding(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Encoding, SinkError> {
     // The memory of the rows themselves: a slice of a larger batch counts only its share.
     let bytes: u64 = batches
         .iter()
@@ -395,12 +410,18 @@ fn codec(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Compression, Si
         })
         .fold(0, u64::saturating_add);
     if bytes < config.lz4_below {
-        return Ok(Compression::LZ4_RAW);
+        return Ok(Encoding {
+            compression: Compression::LZ4_RAW,
+            dictionary: false,
+        });
     }
     let level = ZstdLevel::try_new(config.zstd_level).map_err(|e| {
         SinkError::permanent(SINK, format!("zstd level {}: {e}", config.zstd_level))
     })?;
-    Ok(Compression::ZSTD(level))
+    Ok(Encoding {
+        compression: Compression::ZSTD(level),
+        dictionary: true,
+    })
 }
 
 fn properties(
@@ -408,7 +429,7 @@ fn properties(
     table: &TableDef,
     footer: KeyValue,
     schema: &Schema,
-    compression: Compression,
+    encoding: Encoding,
 ) -> Result<WriterProperties, SinkError> {
     let sorting: Vec<SortingColumn> = table
         .sort_by()
@@ -421,7 +442,8 @@ fn properties(
         })
         .collect();
     Ok(WriterProperties::builder()
-        .set_compression(compression)
+        .set_compression(encoding.compression)
+        .set_dictionary_enabled(encoding.dictionary)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
         .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
@@ -522,26 +544,87 @@ mod tests {
     }
 
     #[test]
-    fn small_parts_are_lz4_and_large_ones_zstd() {
-        let column: arrow::array::ArrayRef =
-            std::sync::Arc::new(arrow::array::Int64Array::from_iter_values(0..100_000));
-        let batch = RecordBatch::try_from_iter([("id", column)]).unwrap();
-        let mut config = LakeConfig::new("unused");
+    fn small_parts_are_lz4_and_plain_and_large_ones_zstd_with_dictionaries() {
+        use parquet::basic::Encoding as PageEncoding;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
+
+        let layout = TableLayout {
+            columns: vec![
+                Column::new("id", ColumnType::Int64).required(),
+                Column::new("service", ColumnType::String).required(),
+            ],
+            partition_by: String::new(),
+            sort_by: Vec::new(),
+        };
+        let table =
+            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap();
+        let rows = 100_000;
+        let batch = RecordBatch::try_new(
+            table.schema().arrow().clone(),
+            vec![
+                std::sync::Arc::new(arrow::array::Int64Array::from_iter_values(0..rows)),
+                std::sync::Arc::new(arrow::array::StringArray::from_iter_values(
+                    (0..rows).map(|i| ["api", "web", "worker"][i as usize % 3]),
+                )),
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let files = TableFiles::Folder {
+            root: dir.path().to_owned(),
+            dir: dir.path().join("t"),
+        };
+        let mut config = LakeConfig::new(dir.path());
+        // Below: the first 1,000 rows (a slice counts only its own rows, not the buffer it
+        // shares); above: all of them.
         config.lz4_below = 100_000 * 8;
-        // A slice counts only its own rows, not the buffer it shares.
-        assert_eq!(
-            codec(&config, &[batch.slice(0, 1000)]).unwrap(),
-            Compression::LZ4_RAW
-        );
-        assert!(matches!(
-            codec(&config, std::slice::from_ref(&batch)).unwrap(),
-            Compression::ZSTD(_)
-        ));
+        // Each column chunk's codec, and whether any of its pages is dictionary-encoded.
+        let written = |config: &LakeConfig, batch: RecordBatch| {
+            let footer = KeyValue::new("k".to_owned(), "v".to_owned());
+            let part = write_file(
+                config,
+                &table,
+                &files,
+                None,
+                &compacted_name(),
+                &[batch],
+                footer,
+                FileSync::Cached,
+            )
+            .unwrap();
+            let file = std::fs::File::open(dir.path().join("t").join(&part.relative)).unwrap();
+            let reader = SerializedFileReader::new(file).unwrap();
+            let chunks: Vec<(Compression, bool)> = reader
+                .metadata()
+                .row_groups()
+                .iter()
+                .flat_map(|group| group.columns())
+                .map(|chunk| {
+                    let dictionary = chunk.encodings().any(|e| {
+                        matches!(
+                            e,
+                            PageEncoding::RLE_DICTIONARY | PageEncoding::PLAIN_DICTIONARY
+                        )
+                    });
+                    (chunk.compression(), dictionary)
+                })
+                .collect();
+            assert_eq!(chunks.len(), 2);
+            chunks
+        };
+        for (compression, dictionary) in written(&config, batch.slice(0, 1000)) {
+            assert_eq!((compression, dictionary), (Compression::LZ4_RAW, false));
+        }
+        for (compression, dictionary) in written(&config, batch.clone()) {
+            assert!(matches!(compression, Compression::ZSTD(_)), "{compression}");
+            assert!(dictionary, "a large part has no dictionary pages");
+        }
         config.lz4_below = 0;
-        assert!(matches!(
-            codec(&config, &[batch.slice(0, 1)]).unwrap(),
-            Compression::ZSTD(_)
-        ));
+        for (compression, dictionary) in written(&config, batch.slice(0, 1)) {
+            assert!(matches!(compression, Compression::ZSTD(_)), "{compression}");
+            assert!(dictionary, "a zstd part has no dictionary pages");
+        }
     }
 
     #[test]
