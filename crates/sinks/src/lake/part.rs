@@ -1,7 +1,7 @@
 //! Writing one part: its name, its Parquet settings (zstd with dictionaries, or LZ4 and plain
 //! values for a small part; page statistics, sort key, the flush's identity in the footer), and
-//! its encoding, a large part's columns on several threads. Where the bytes go, and how they are made durable, is
-//! [`TableFiles::write`].
+//! its encoding, a large part's columns on several threads. Where the bytes go, and how they
+//! are made durable, is [`TableFiles::write`].
 
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
@@ -382,7 +382,7 @@ fn row_groups(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
 }
 
 /// How a file's column chunks are encoded.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 struct Encoding {
     compression: Compression,
     /// Dictionary pages, for columns that repeat values.
