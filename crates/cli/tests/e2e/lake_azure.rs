@@ -18,11 +18,7 @@ use sluice_lab::services::Azurite;
 /// Table `load` under `az://CONTAINER/lake`, flushing often (so the writers' commits race) and
 /// compacting every 200 ms (so their compactors race too).
 fn config(azurite: &Azurite) -> String {
-    let storage: String = azurite
-        .storage_options()
-        .iter()
-        .map(|(k, v)| format!("{k} = {v:?}\n"))
-        .collect();
+    let storage = common::storage_toml(&azurite.storage_options());
     format!(
         "[lake]\nroot = \"az://{}/lake\"\n[lake.storage]\n{storage}\
          [lake.compaction]\ninterval = \"200ms\"\n\

@@ -16,11 +16,7 @@ use sluice_lab::process::ServerProcess;
 use sluice_lab::services::S3;
 
 fn config(s3: &S3) -> String {
-    let storage: String = s3
-        .storage_options()
-        .iter()
-        .map(|(k, v)| format!("{k} = {v:?}\n"))
-        .collect();
+    let storage = common::storage_toml(&s3.storage_options());
     format!(
         "[lake]\nroot = \"s3://{}/lake\"\n[lake.storage]\n{storage}\
          [lake.compaction]\nenabled = false\n\

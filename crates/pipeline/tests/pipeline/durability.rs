@@ -8,15 +8,11 @@
 //! close.)
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
 use sluice_pipeline::{
     AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig, Storage, WalConfig,
@@ -24,6 +20,8 @@ use sluice_pipeline::{
 use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
 use sluice_wal::FsStorage;
 use sluice_wal::faults::FaultyStorage;
+
+use crate::common;
 
 fn table(max_rows: i64) -> TableDef {
     let layout = TableLayout {
@@ -99,29 +97,6 @@ async fn wait_for(done: impl Fn() -> bool) {
     panic!("timed out");
 }
 
-fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
-    let mut counts = HashMap::new();
-    // The files the table's Delta log holds: a file no commit references is not in the table.
-    for file in sluice_sinks::lake::live_files_blocking(&dir.join("t")).unwrap() {
-        let path = dir.join("t").join(file.relative);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            for id in batch
-                .unwrap()
-                .column(0)
-                .as_primitive::<Int64Type>()
-                .values()
-            {
-                *counts.entry(*id).or_default() += 1;
-            }
-        }
-    }
-    counts
-}
-
 fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>) {
     let expected: Vec<i64> = expected.collect();
     for id in &expected {
@@ -149,7 +124,7 @@ fn durable_rows_survive_a_crash_and_land_once() {
     crashed.shutdown_background();
     drop(alive);
     assert!(
-        ids_on_disk(dir.path()).is_empty(),
+        common::ids_on_disk(dir.path()).is_empty(),
         "nothing landed before the crash"
     );
 
@@ -160,7 +135,7 @@ fn durable_rows_survive_a_crash_and_land_once() {
         let report = p.shutdown().await;
         assert_eq!(report.rows_lost(), 0);
     });
-    assert_ids(&ids_on_disk(dir.path()), 0..100);
+    assert_ids(&common::ids_on_disk(dir.path()), 0..100);
 }
 
 #[test]
@@ -196,7 +171,7 @@ fn replay_skips_what_the_lake_already_holds() {
         assert_eq!(replayed.rows, 50);
         p.shutdown().await;
     });
-    assert_ids(&ids_on_disk(dir.path()), 0..150);
+    assert_ids(&common::ids_on_disk(dir.path()), 0..150);
 
     // A third start replays nothing new.
     runtime().block_on(async {
@@ -204,7 +179,7 @@ fn replay_skips_what_the_lake_already_holds() {
         assert_eq!(p.replayed().rows, 0);
         p.shutdown().await;
     });
-    assert_ids(&ids_on_disk(dir.path()), 0..150);
+    assert_ids(&common::ids_on_disk(dir.path()), 0..150);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +207,7 @@ async fn a_failed_fsync_refuses_logged_inserts_and_their_rows_never_land() {
     assert!(p.wal().unwrap().poisoned.is_some());
 
     p.shutdown().await;
-    let on_disk = ids_on_disk(dir.path());
+    let on_disk = common::ids_on_disk(dir.path());
     assert_ids(&on_disk, (0..10).chain(30..40));
 }
 
@@ -253,5 +228,5 @@ async fn a_full_disk_refuses_inserts_until_there_is_room() {
     insert(&p, 30..40, AckMode::Durable).await.unwrap();
     assert!(p.wal().unwrap().poisoned.is_none());
     p.shutdown().await;
-    assert_ids(&ids_on_disk(dir.path()), (0..10).chain(30..40));
+    assert_ids(&common::ids_on_disk(dir.path()), (0..10).chain(30..40));
 }

@@ -3,5 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 mod durability;
 mod store_outage;

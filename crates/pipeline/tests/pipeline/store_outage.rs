@@ -5,19 +5,16 @@
 //! The fault is real: a regular file sits where the lake must create the partition's folder, so
 //! every part write fails with an I/O error until the file is removed.
 
-use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::retry::Backoff;
 use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
 use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig};
 use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+
+use crate::common;
 
 const BUDGET: u64 = 256 * 1024;
 
@@ -72,29 +69,6 @@ fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
         ack,
         admission,
     }
-}
-
-fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
-    let mut counts = HashMap::new();
-    // The files the table's Delta log holds: a file no commit references is not in the table.
-    for file in sluice_sinks::lake::live_files_blocking(&dir.join("t")).unwrap() {
-        let path = dir.join("t").join(file.relative);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            for id in batch
-                .unwrap()
-                .column(0)
-                .as_primitive::<Int64Type>()
-                .values()
-            {
-                *counts.entry(*id).or_default() += 1;
-            }
-        }
-    }
-    counts
 }
 
 fn part_count(dir: &Path) -> usize {
@@ -178,7 +152,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
     assert!(pipeline.tables()[0].failing.is_none());
     assert_eq!(pipeline.memory().0, 0, "a reservation outlived its rows");
 
-    let counts = ids_on_disk(dir.path());
+    let counts = common::ids_on_disk(dir.path());
     let expected: Vec<i64> = accepted.into_iter().flatten().collect();
     assert_eq!(counts.len(), expected.len());
     for id in expected {

@@ -13,6 +13,14 @@ use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, LoadConfig, Stop};
 use sluice_lab::process::ServerProcess;
 
+/// Object-store options as the lines of a config's `[lake.storage]` table.
+pub fn storage_toml(options: &[(&str, String)]) -> String {
+    options
+        .iter()
+        .map(|(k, v)| format!("{k} = {v:?}\n"))
+        .collect()
+}
+
 /// A config declaring the `load` table, flushing every 5,000 rows with the age limit far away,
 /// so the row limit alone decides the parts.
 pub fn load_table_flushing_every_5000_rows() -> String {
