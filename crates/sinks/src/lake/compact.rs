@@ -24,9 +24,9 @@ use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
 use super::delta::{TableLog, add_action};
-use super::parallel::on_every_core_chunk;
+use super::parallel::on_every_core_in_runs;
 use super::part::{
-    COMPACTED_FROM_KEY, FileSync, WrittenPart, compacted_name, is_part_name, write_file,
+    COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, is_part_name, write_file,
 };
 use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
@@ -72,14 +72,14 @@ pub(crate) async fn compact(
     progress: Progress<'_>,
 ) -> Result<CompactionReport, SinkError> {
     let started = Instant::now();
-    let (files, partition_of, store) = {
+    let (files, partition_of, store, read_at) = {
         let mut log = log.lock().await;
-        let files = log.live_files().await?;
+        let (files, read_at) = log.live_files().await?;
         let keys: Vec<PartitionKey> = files
             .iter()
             .map(|f| log.partition_of(&f.partition_values))
             .collect();
-        (files, keys, log.files().clone())
+        (files, keys, log.files().clone(), read_at)
     };
     let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
     for (file, key) in files.into_iter().zip(partition_of) {
@@ -126,7 +126,8 @@ pub(crate) async fn compact(
                     drop(read);
                     let batches = batches?;
                     write.wait();
-                    merge(&config, &def, &target, &files, batches)
+                    // The next merge encodes while this one's file is made durable.
+                    merge(&config, &def, &target, &files, batches, || drop(write))
                 })
                 .await
                 .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
@@ -151,7 +152,7 @@ pub(crate) async fn compact(
         let mut log = log.lock().await;
         let add = add_action(&part, inputs[0].partition_values.clone(), false);
         match log
-            .commit_compaction(&inputs, add, policy.target_bytes)
+            .commit_compaction(&inputs, read_at, add, policy.target_bytes)
             .await
         {
             Ok(true) => {
@@ -251,13 +252,15 @@ impl Drop for Turn {
 }
 
 /// Sorts the rows of `inputs` (read as `batches`) by the table's sort key and writes them as
-/// one file in the inputs' folder: the new file and the rows in it.
+/// one file in the inputs' folder: the new file and the rows in it. `encoded` is called once
+/// the rows are encoded, before the file is made durable.
 fn merge(
     config: &LakeConfig,
     table: &TableDef,
     files: &TableFiles,
     inputs: &[LiveFile],
     batches: Vec<RecordBatch>,
+    encoded: impl FnOnce(),
 ) -> Result<(WrittenPart, u64), SinkError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     // Inputs are sorted runs; their concatenation is not.
@@ -269,16 +272,13 @@ fn merge(
         .and_then(|input| input.relative.rsplit_once('/'))
         .map(|(folder, _)| folder.to_owned());
     let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), inputs.len().to_string());
-    let part = write_file(
-        config,
-        table,
-        files,
-        folder.as_deref(),
-        &compacted_name(),
-        &batches,
+    let file = NewFile {
+        folder: folder.as_deref(),
+        name: &compacted_name(),
         footer,
-        FileSync::Durable,
-    )?;
+        sync: FileSync::Durable,
+    };
+    let part = write_file(config, table, files, file, &batches, encoded)?;
     Ok((part, rows as u64))
 }
 
@@ -295,6 +295,7 @@ pub(crate) async fn vacuum(
         let mut referenced: HashSet<String> = log
             .live_files()
             .await?
+            .0
             .into_iter()
             .map(|f| f.relative)
             .collect();
@@ -346,19 +347,29 @@ fn is_ours(relative: &str) -> bool {
     is_part_name(relative.rsplit('/').next().unwrap_or(relative))
 }
 
-/// Reads every input file, the files split into one contiguous run per core, each run read on
-/// its own thread. With `coalesce` (a table without a sort key, whose rows keep the input
-/// order), each thread packs what it reads into batches of [`WRITE_BATCH_ROWS`] as it goes: the
-/// writer gets large arrays without a pass on one thread after the reads, and the small batches
-/// are never all held at once. A sorted table's rows are gathered into large batches in sort
-/// order afterwards instead.
+/// Reads every input file on one thread per core, in runs of consecutive files that the
+/// threads take in turn ([`on_every_core_in_runs`]): about [`RUNS_PER_CORE`] runs per core,
+/// so the threads finish together, without one left reading its share alone at the end. With
+/// `coalesce` (a table without a sort key, whose rows keep the input order), each run's rows
+/// are packed into batches of up to [`WRITE_BATCH_ROWS`] as they are read: the writer gets
+/// large arrays without a pass on one thread after the reads, and the small batches are never
+/// all held at once. A sorted table's rows are gathered into large batches in sort order
+/// afterwards instead.
 fn read_inputs(
     files: &TableFiles,
     inputs: &[LiveFile],
     coalesce: bool,
 ) -> Result<Vec<RecordBatch>, SinkError> {
-    on_every_core_chunk(inputs, |run| read_run(files, run, coalesce))
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run_len = inputs.len().div_ceil(cores * RUNS_PER_CORE);
+    on_every_core_in_runs(inputs, run_len, |run| read_run(files, run, coalesce))
 }
+
+/// How many runs a merge's reads are cut into per core. More runs even out the threads' ends
+/// (a thread holds the others up by one run at most); fewer make larger batches of a coalesced
+/// read. Merging the compaction lab's 20,000 files of 100 rows, each run is about 240 files
+/// and 24,000 rows.
+const RUNS_PER_CORE: usize = 32;
 
 /// Reads `run`'s files in order: their batches as they are, or with `coalesce` packed into
 /// batches of [`WRITE_BATCH_ROWS`] rows (the last may be smaller).

@@ -12,7 +12,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::metadata::{KeyValue, ParquetMetaData, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use sluice_core::{FlushId, SinkError, TableDef};
 
@@ -125,32 +125,45 @@ pub(crate) fn write_part(
         .collect::<Result<Vec<_>, _>>()?;
     let name = part_name(id.first_seq, id.last_seq);
     let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
-    write_file(
-        config,
-        table,
-        files,
-        folder.as_deref(),
-        &name,
-        &batches,
+    let file = NewFile {
+        folder: folder.as_deref(),
+        name: &name,
         footer,
         sync,
-    )
+    };
+    write_file(config, table, files, file, &batches, || {})
 }
 
-/// Writes `batches` (already in the table's file schema) as one file named `name` in `folder`
-/// of the table (`None`: the table's own folder). Readers (and a crash) see no file or the
-/// whole file ([`TableFiles::write`]).
-#[allow(clippy::too_many_arguments)]
+/// Where and how [`write_file`] writes a file.
+pub(crate) struct NewFile<'a> {
+    /// Its folder in the table (`None`: the table's own folder).
+    pub(crate) folder: Option<&'a str>,
+    /// Its name.
+    pub(crate) name: &'a str,
+    /// The footer entry that says where its rows come from (a flush, or a merge).
+    pub(crate) footer: KeyValue,
+    /// Whether it is fsynced before it counts as written.
+    pub(crate) sync: FileSync,
+}
+
+/// Writes `batches` (already in the table's file schema) as `file` of the table. Readers (and
+/// a crash) see no file or the whole file ([`TableFiles::write`]). `encoded` is called once
+/// the rows are encoded, before the file is made durable (fsync and rename, or the object
+/// store's PUT): from there on the write waits on storage, not on the CPU.
 pub(crate) fn write_file(
     config: &LakeConfig,
     table: &TableDef,
     files: &TableFiles,
-    folder: Option<&str>,
-    name: &str,
+    file: NewFile<'_>,
     batches: &[RecordBatch],
-    footer: KeyValue,
-    sync: FileSync,
+    encoded: impl FnOnce(),
 ) -> Result<WrittenPart, SinkError> {
+    let NewFile {
+        folder,
+        name,
+        footer,
+        sync,
+    } = file;
     let schema = batches
         .first()
         .map(RecordBatch::schema)
@@ -164,31 +177,24 @@ pub(crate) fn write_file(
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let parallel =
         rows >= PARALLEL_ENCODE_ROWS && !schema.fields().iter().any(|f| f.data_type().is_nested());
-    let write = || {
-        files.write(&relative, sync, |out| {
-            let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
-                .map_err(|e| parquet_error(&describe(), e))?;
-            if parallel {
-                encode_columns_in_parallel(writer, batches, config.row_group_rows.max(1))
-            } else {
-                encode(writer, batches)
-            }
-            .map_err(|e| parquet_error(&describe(), e))
-        })
-    };
-    let (bytes, stats) = if parallel {
-        // A large file's statistics are computed beside its encoding, not after it.
-        std::thread::scope(|scope| {
-            let stats = scope.spawn(|| file_stats(&schema, batches));
-            let bytes = write();
-            let stats = stats.join().map_err(|_| {
-                SinkError::permanent(SINK, "the thread computing the statistics panicked")
-            });
-            Ok::<_, SinkError>((bytes?, stats?))
-        })?
-    } else {
-        (write()?, file_stats(&schema, batches))
-    };
+    let mut footer = None;
+    let bytes = files.write(&relative, sync, |out| {
+        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props))
+            .map_err(|e| parquet_error(&describe(), e))?;
+        let metadata = if parallel {
+            encode_columns_in_parallel(writer, batches, config.row_group_rows.max(1))
+        } else {
+            encode(writer, batches)
+        }
+        .map_err(|e| parquet_error(&describe(), e))?;
+        encoded();
+        footer = Some(metadata);
+        Ok(())
+    })?;
+    let footer = footer.ok_or_else(|| {
+        SinkError::permanent(SINK, format!("{} was written without a footer", describe()))
+    })?;
+    let stats = file_stats(&schema, batches, &footer);
     Ok(WrittenPart {
         relative,
         bytes,
@@ -200,14 +206,15 @@ pub(crate) fn write_file(
 /// starting the threads costs more than they save.
 const PARALLEL_ENCODE_ROWS: usize = 64 * 1024;
 
+/// Writes `batches` and closes the file: its footer.
 fn encode<W: Write + Send>(
     mut writer: ArrowWriter<W>,
     batches: &[RecordBatch],
-) -> Result<(), ParquetError> {
+) -> Result<ParquetMetaData, ParquetError> {
     for batch in batches {
         writer.write(batch)?;
     }
-    writer.close().map(drop)
+    writer.close()
 }
 
 /// Writes `batches` (of a schema without nested columns: one Parquet column per field) as row
@@ -219,12 +226,13 @@ fn encode<W: Write + Send>(
 /// several times over in cost (a unique string against a small enum), and one column can
 /// outweigh all the others, so a thread that is done with a row group's small columns goes on
 /// to the next row group's instead of waiting. This thread appends each row group to the file
-/// as soon as its chunks, and those of every row group before it, are encoded.
+/// as soon as its chunks, and those of every row group before it, are encoded. Returns the
+/// file's footer.
 fn encode_columns_in_parallel<W: Write + Send>(
     writer: ArrowWriter<W>,
     batches: &[RecordBatch],
     row_group_rows: usize,
-) -> Result<(), ParquetError> {
+) -> Result<ParquetMetaData, ParquetError> {
     let Some(schema) = batches.first().map(RecordBatch::schema) else {
         return encode(writer, batches);
     };
@@ -307,7 +315,7 @@ fn encode_columns_in_parallel<W: Write + Send>(
         }
         Ok(())
     })?;
-    file.close().map(drop)
+    file.close()
 }
 
 /// Row groups whose column chunks are taken largest first together. The window bounds what
@@ -514,17 +522,13 @@ mod tests {
             dir: dir.path().join("t"),
         };
         let footer = KeyValue::new("k".to_owned(), "v".to_owned());
-        let part = write_file(
-            &config,
-            &table,
-            &files,
-            None,
-            "part-x.parquet",
-            &batches,
+        let file = NewFile {
+            folder: None,
+            name: "part-x.parquet",
             footer,
-            FileSync::Cached,
-        )
-        .unwrap();
+            sync: FileSync::Cached,
+        };
+        let part = write_file(&config, &table, &files, file, &batches, || {}).unwrap();
         let file = std::fs::File::open(dir.path().join("t").join(&part.relative)).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
         let metadata = reader.metadata().clone();
@@ -582,17 +586,13 @@ mod tests {
         // Each column chunk's codec, and whether any of its pages is dictionary-encoded.
         let written = |config: &LakeConfig, batch: RecordBatch| {
             let footer = KeyValue::new("k".to_owned(), "v".to_owned());
-            let part = write_file(
-                config,
-                &table,
-                &files,
-                None,
-                &compacted_name(),
-                &[batch],
+            let file = NewFile {
+                folder: None,
+                name: &compacted_name(),
                 footer,
-                FileSync::Cached,
-            )
-            .unwrap();
+                sync: FileSync::Cached,
+            };
+            let part = write_file(config, &table, &files, file, &[batch], || {}).unwrap();
             let file = std::fs::File::open(dir.path().join("t").join(&part.relative)).unwrap();
             let reader = SerializedFileReader::new(file).unwrap();
             let chunks: Vec<(Compression, bool)> = reader
