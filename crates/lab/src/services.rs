@@ -15,9 +15,38 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A port nothing listens on right now.
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// `N` different ports nothing listens on right now. Each is held until all are picked: a
+/// port picked and let go at once can be picked again by the next call (a ClickHouse server
+/// once got the same port for HTTP and TCP, and could not start).
+pub fn free_ports<const N: usize>() -> std::io::Result<[u16; N]> {
+    let held = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&held) {
+        *port = listener.local_addr()?.port();
+    }
+    Ok(ports)
+}
+
+/// Runs `start` on `N` free ports, again on other ones (twice at most) when a port was taken
+/// between being picked and being bound, by another test's server say.
+fn on_free_ports<const N: usize, T>(
+    start: impl Fn([u16; N]) -> Result<T, String>,
+) -> Result<T, String> {
+    let mut attempts = 0;
+    loop {
+        let ports = free_ports::<N>().map_err(|e| e.to_string())?;
+        match start(ports) {
+            Err(e) if attempts < 2 && is_port_taken(&e) => attempts += 1,
+            started => return started,
+        }
+    }
+}
+
+/// Whether a server failed to start because its port was taken.
+fn is_port_taken(error: &str) -> bool {
+    error.contains("Address already in use") || error.contains("EADDRINUSE")
 }
 
 fn run(script_name: &str, args: &[&str]) -> Result<String, String> {
@@ -51,9 +80,10 @@ impl Postgres {
             .prefix("sluice-pg-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let port = free_port().map_err(|e| e.to_string())?;
         let path = dir.path().to_string_lossy().into_owned();
-        let url = run("postgres.sh", &["start", &path, &port.to_string()])?;
+        let (url, port) = on_free_ports(|[port]| {
+            run("postgres.sh", &["start", &path, &port.to_string()]).map(|url| (url, port))
+        })?;
         Ok(Self { url, port, dir })
     }
 
@@ -99,13 +129,14 @@ impl ClickHouse {
             .prefix("sluice-ch-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let http = free_port().map_err(|e| e.to_string())?;
-        let tcp = free_port().map_err(|e| e.to_string())?;
         let path = dir.path().to_string_lossy().into_owned();
-        let url = run(
-            "clickhouse.sh",
-            &["start", &path, &http.to_string(), &tcp.to_string()],
-        )?;
+        let (url, [http, tcp]) = on_free_ports(|ports @ [http, tcp]| {
+            run(
+                "clickhouse.sh",
+                &["start", &path, &http.to_string(), &tcp.to_string()],
+            )
+            .map(|url| (url, ports))
+        })?;
         let addr = SocketAddr::from(([127, 0, 0, 1], http));
         Ok(Self {
             url,
@@ -184,9 +215,8 @@ impl S3 {
             .prefix("sluice-s3-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let port = free_port().map_err(|e| e.to_string())?;
         let path = dir.path().to_string_lossy().into_owned();
-        let endpoint = run("s3.sh", &["start", &path, &port.to_string()])?;
+        let endpoint = on_free_ports(|[port]| run("s3.sh", &["start", &path, &port.to_string()]))?;
         // A bucket of s3s-fs is a folder of its data folder.
         std::fs::create_dir_all(dir.path().join("data").join(bucket)).map_err(|e| e.to_string())?;
         Ok(Self {
@@ -237,12 +267,13 @@ impl Azurite {
             .prefix("sluice-azurite-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let port = free_port().map_err(|e| e.to_string())?;
         let path = dir.path().to_string_lossy().into_owned();
-        let endpoint = run(
-            "azurite.sh",
-            &["start", &path, &port.to_string(), container],
-        )?;
+        let endpoint = on_free_ports(|[port]| {
+            run(
+                "azurite.sh",
+                &["start", &path, &port.to_string(), container],
+            )
+        })?;
         Ok(Self {
             endpoint,
             container: container.to_owned(),
@@ -271,5 +302,45 @@ impl Azurite {
 impl Drop for Azurite {
     fn drop(&mut self) {
         let _ = self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_and_a_taken_port_is_retried() {
+        for _ in 0..100 {
+            let ports = free_ports::<4>().unwrap();
+            let distinct: std::collections::HashSet<u16> = ports.into_iter().collect();
+            assert_eq!(distinct.len(), 4, "{ports:?}");
+        }
+        let attempts = std::cell::Cell::new(0);
+        let started = on_free_ports(|[port]| {
+            attempts.set(attempts.get() + 1);
+            if attempts.get() < 3 {
+                Err(format!("bind 127.0.0.1:{port}: Address already in use"))
+            } else {
+                Ok(port)
+            }
+        });
+        assert!(started.is_ok());
+        assert_eq!(attempts.get(), 3);
+        // Any other failure, and a port taken three times, are not retried further.
+        attempts.set(0);
+        let failed: Result<u16, String> = on_free_ports(|[_]| {
+            attempts.set(attempts.get() + 1);
+            Err("EADDRINUSE".to_owned())
+        });
+        assert!(failed.is_err());
+        assert_eq!(attempts.get(), 3);
+        attempts.set(0);
+        let failed: Result<u16, String> = on_free_ports(|[_]| {
+            attempts.set(attempts.get() + 1);
+            Err("no such binary".to_owned())
+        });
+        assert!(failed.is_err());
+        assert_eq!(attempts.get(), 1);
     }
 }
