@@ -98,7 +98,8 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
 
 /// The lake's tables: those declared for it, and the auto-created ones its catalog keeps. A
 /// data directory that does not exist is an error (a mistyped path), unless the config declares
-/// lake tables; it is never created.
+/// lake tables in a lake that exists elsewhere (an object store, or a `[lake] root` folder); it
+/// is never created.
 pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
     let mut tables: Vec<TableDef> = settings
         .tables
@@ -107,7 +108,12 @@ pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
         .map(|(def, _)| def.clone())
         .collect();
     if !settings.data_dir.is_dir() {
-        if tables.is_empty() {
+        let lake_missing = settings
+            .lake
+            .root
+            .folder()
+            .is_some_and(|root| !root.is_dir());
+        if tables.is_empty() || lake_missing {
             bail!(
                 "there is no data directory {}: give the one `sluice serve` uses (--data-dir, \
                  SLUICE_DATA_DIR or data_dir in --config)",

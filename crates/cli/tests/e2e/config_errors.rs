@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::serve_with;
+use crate::common::{serve_with, sluice};
 use sluice_lab::process::ServerProcess;
 
 #[test]
@@ -90,7 +90,7 @@ fn a_data_directory_in_use_is_refused_until_its_server_is_gone() {
 }
 
 #[test]
-fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_do_not_make_it() {
+fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("mistyped");
     for command in ["parts", "compact"] {
@@ -108,4 +108,46 @@ fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_do_not_make_i
         );
         assert!(!missing.exists(), "{command} made the directory");
     }
+
+    // Declaring a lake table does not make a missing data directory (and its lake) right.
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[tables.declared]\ncolumns = [{ name = \"id\", type = \"int64\" }]\n",
+    )
+    .unwrap();
+    for command in ["parts", "compact"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg(command)
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command}: {stderr}");
+        assert!(
+            stderr.contains("there is no data directory") && stderr.contains("mistyped"),
+            "{command}: {stderr}"
+        );
+        assert!(!missing.exists(), "{command} made the directory");
+    }
+
+    // In a data directory that exists, a declared table no flush has made yet has nothing to
+    // compact, and compacting it does not create it.
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let out = sluice(&[
+        "compact".as_ref(),
+        "--json".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["declared"]["merges"], 0, "{out}");
+    assert_eq!(report["declared"]["files_in"], 0, "{out}");
+    assert!(!data.join("declared").exists(), "compact created the table");
 }

@@ -539,6 +539,26 @@ pub(crate) fn app_id(writer: &str, partition: &PartitionKey) -> String {
     format!("sluice/{writer}/{}", ledger::key(partition))
 }
 
+/// Whether there is a Delta table at `location`. Creates nothing.
+pub(crate) async fn table_exists(
+    config: &LakeConfig,
+    location: &LakeRoot,
+) -> Result<bool, SinkError> {
+    if let Some(dir) = location.folder()
+        && !dir.join(DELTA_LOG_DIR).is_dir()
+    {
+        return Ok(false);
+    }
+    let (url, options) = table_url(location, &config.storage_options)?;
+    DeltaTableBuilder::from_url(url)
+        .map(|b| b.with_storage_options(options))
+        .and_then(|b| b.build())
+        .map_err(|e| delta_error(location, "open", e))?
+        .verify_deltatable_existence()
+        .await
+        .map_err(|e| delta_error(location, "open", e))
+}
+
 /// A table's location as the URL deltalake-core takes, with the options its store opens with.
 pub(crate) fn table_url(
     location: &LakeRoot,

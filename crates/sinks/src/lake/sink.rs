@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use super::compact::{self, CompactionReport, discard};
 use super::config::{LakeConfig, LakeRoot};
-use super::delta::{PartCounts, TableLog, add_action, partition_values};
+use super::delta::{PartCounts, TableLog, add_action, partition_values, table_exists};
 use super::parallel::on_every_core;
 use super::part::{FileSync, WrittenPart, write_part};
 use super::schema::file_schema;
@@ -140,6 +140,14 @@ impl LakeSink {
         policy: CompactionPolicy,
         progress: compact::Progress<'_>,
     ) -> Result<CompactionReport, SinkError> {
+        // A pass compacts what is there. A table with no log yet has nothing to compact, and
+        // a maintenance command must not create it: `sluice compact` pointed at the wrong lake
+        // would leave an empty table there for every declared one.
+        if !self.is_open(table.name()).await
+            && !table_exists(&self.config, &self.config.root.table(table.name().as_str())).await?
+        {
+            return Ok(CompactionReport::default());
+        }
         let (log, _) = self.log(table).await?;
         let retention = self.config.file_retention;
         let merges = compact::compact(&self.config, &log, table, policy, progress);
@@ -245,6 +253,11 @@ impl LakeSink {
 }
 
 impl LakeSink {
+    /// Whether this sink has opened (or created) `table`'s log.
+    async fn is_open(&self, table: &TableName) -> bool {
+        self.logs.lock().await.contains_key(table)
+    }
+
     fn table_counts(&self, table: &TableName) -> Option<Arc<PartCounts>> {
         match self.counts.read() {
             Ok(guard) => guard.get(table).cloned(),
