@@ -93,22 +93,6 @@ fn a_data_directory_in_use_is_refused_until_its_server_is_gone() {
 fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("mistyped");
-    for command in ["parts", "compact"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg(command)
-            .arg("--data-dir")
-            .arg(&missing)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{command}: {stderr}");
-        assert!(
-            stderr.contains("there is no data directory"),
-            "{command}: {stderr}"
-        );
-        assert!(!missing.exists(), "{command} made the directory");
-    }
-
     // Declaring a lake table does not make a missing data directory (and its lake) right.
     let config = dir.path().join("sluice.toml");
     std::fs::write(
@@ -116,22 +100,22 @@ fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing(
         "[tables.declared]\ncolumns = [{ name = \"id\", type = \"int64\" }]\n",
     )
     .unwrap();
-    for command in ["parts", "compact"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .arg(command)
-            .arg("--config")
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(&missing)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{command}: {stderr}");
-        assert!(
-            stderr.contains("there is no data directory") && stderr.contains("mistyped"),
-            "{command}: {stderr}"
-        );
-        assert!(!missing.exists(), "{command} made the directory");
+    for declared in [false, true] {
+        for command in ["parts", "compact"] {
+            let mut sluice = Command::new(env!("CARGO_BIN_EXE_sluice"));
+            sluice.arg(command).arg("--data-dir").arg(&missing);
+            if declared {
+                sluice.arg("--config").arg(&config);
+            }
+            let output = sluice.output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!output.status.success(), "{command}: {stderr}");
+            assert!(
+                stderr.contains("there is no data directory") && stderr.contains("mistyped"),
+                "{command} (declared tables: {declared}): {stderr}"
+            );
+            assert!(!missing.exists(), "{command} made the directory");
+        }
     }
 
     // In a data directory that exists, a declared table no flush has made yet has nothing to
