@@ -98,8 +98,8 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
 
 /// The lake's tables: those declared for it, and the auto-created ones its catalog keeps. A
 /// data directory that does not exist is an error (a mistyped path), unless the config declares
-/// lake tables in a lake that exists elsewhere (an object store, or a `[lake] root` folder); it
-/// is never created.
+/// lake tables in a lake that exists elsewhere (an object store, or a `[lake] root` folder);
+/// then the sink makes only its state folder there, as `sluice serve` would.
 pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
     let mut tables: Vec<TableDef> = settings
         .tables

@@ -34,12 +34,16 @@ pub(crate) fn file_stats(
     let mut mins = Map::new();
     let mut maxs = Map::new();
     let mut nulls = Map::new();
+    // Column chunk `i` is field `i` when every field is one Parquet column; otherwise the
+    // footer's bounds are not taken at all.
+    let flat = footer.file_metadata().schema_descr().num_columns() == schema.fields().len();
     for (i, field) in schema.fields().iter().enumerate() {
         let null_count: usize = batches.iter().map(|b| b.column(i).null_count()).sum();
         nulls.insert(field.name().clone(), json!(null_count));
         let bounds = match field.data_type() {
             DataType::Float32 | DataType::Float64 => float_bounds(batches, i),
-            ty => footer_bounds(footer, i, ty),
+            ty if flat => footer_bounds(footer, i, ty),
+            _ => None,
         };
         if let Some((lo, hi)) = bounds {
             mins.insert(field.name().clone(), lo);
