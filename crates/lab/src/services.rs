@@ -316,31 +316,25 @@ mod tests {
             let distinct: std::collections::HashSet<u16> = ports.into_iter().collect();
             assert_eq!(distinct.len(), 4, "{ports:?}");
         }
+        // A taken port is tried again on new ones, three attempts in all; any other failure
+        // is not.
+        assert_eq!(start_failing("Address already in use", Some(3)), (true, 3));
+        assert_eq!(start_failing("EADDRINUSE", None), (false, 3));
+        assert_eq!(start_failing("no such binary", None), (false, 1));
+    }
+
+    /// Starts a pretend server that fails with `error` until attempt `succeeds_at` (never with
+    /// `None`): whether it started, and after how many attempts.
+    fn start_failing(error: &str, succeeds_at: Option<u32>) -> (bool, u32) {
         let attempts = std::cell::Cell::new(0);
         let started = on_free_ports(|[port]| {
             attempts.set(attempts.get() + 1);
-            if attempts.get() < 3 {
-                Err(format!("bind 127.0.0.1:{port}: Address already in use"))
-            } else {
+            if Some(attempts.get()) == succeeds_at {
                 Ok(port)
+            } else {
+                Err(format!("bind 127.0.0.1:{port}: {error}"))
             }
         });
-        assert!(started.is_ok());
-        assert_eq!(attempts.get(), 3);
-        // Any other failure, and a port taken three times, are not retried further.
-        attempts.set(0);
-        let failed: Result<u16, String> = on_free_ports(|[_]| {
-            attempts.set(attempts.get() + 1);
-            Err("EADDRINUSE".to_owned())
-        });
-        assert!(failed.is_err());
-        assert_eq!(attempts.get(), 3);
-        attempts.set(0);
-        let failed: Result<u16, String> = on_free_ports(|[_]| {
-            attempts.set(attempts.get() + 1);
-            Err("no such binary".to_owned())
-        });
-        assert!(failed.is_err());
-        assert_eq!(attempts.get(), 1);
+        (started.is_ok(), attempts.get())
     }
 }

@@ -35,7 +35,7 @@ use deltalake_core::logstore::LogStoreRef;
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
 use deltalake_core::table::state::DeltaTableState;
-use deltalake_core::{DeltaTableBuilder, DeltaTableError, TableProperty};
+use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
 use url::Url;
 
@@ -544,19 +544,30 @@ pub(crate) async fn table_exists(
     config: &LakeConfig,
     location: &LakeRoot,
 ) -> Result<bool, SinkError> {
+    Ok(existing_table(config, location).await?.is_some())
+}
+
+/// The Delta table at `location`, built but not loaded; `None` when there is none. Creates
+/// nothing.
+pub(crate) async fn existing_table(
+    config: &LakeConfig,
+    location: &LakeRoot,
+) -> Result<Option<DeltaTable>, SinkError> {
     if let Some(dir) = location.folder()
         && !dir.join(DELTA_LOG_DIR).is_dir()
     {
-        return Ok(false);
+        return Ok(None);
     }
     let (url, options) = table_url(location, &config.storage_options)?;
-    DeltaTableBuilder::from_url(url)
+    let table = DeltaTableBuilder::from_url(url)
         .map(|b| b.with_storage_options(options))
         .and_then(|b| b.build())
-        .map_err(|e| delta_error(location, "open", e))?
+        .map_err(|e| delta_error(location, "open", e))?;
+    let exists = table
         .verify_deltatable_existence()
         .await
-        .map_err(|e| delta_error(location, "open", e))
+        .map_err(|e| delta_error(location, "open", e))?;
+    Ok(exists.then_some(table))
 }
 
 /// A table's location as the URL deltalake-core takes, with the options its store opens with.

@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use deltalake_core::DeltaTableError;
 use deltalake_core::table::state::DeltaTableState;
-use deltalake_core::{DeltaTableBuilder, DeltaTableError};
 use sluice_core::SinkError;
 use sluice_core::compaction::PartSize;
 
 use super::config::{LakeConfig, LakeRoot};
-use super::delta::{DELTA_LOG_DIR, table_url};
+use super::delta::existing_table;
 use super::parallel::on_every_core;
 use super::storage::TableFiles;
 
@@ -42,26 +42,15 @@ impl LakeTable {
     /// there.
     pub async fn open(config: &LakeConfig, name: &str) -> Result<Option<Self>, SinkError> {
         let location = config.root.table(name);
-        if let Some(dir) = location.folder()
-            && !dir.join(DELTA_LOG_DIR).is_dir()
-        {
+        let Some(mut table) = existing_table(config, &location).await? else {
             return Ok(None);
-        }
-        let (url, options) = table_url(&location, &config.storage_options)?;
+        };
         let failed = |e: DeltaTableError| {
             SinkError::retriable(
                 SINK,
                 format!("cannot read the Delta log of {location}: {e}"),
             )
         };
-        let mut table = DeltaTableBuilder::from_url(url)
-            .map_err(failed)?
-            .with_storage_options(options)
-            .build()
-            .map_err(failed)?;
-        if !table.verify_deltatable_existence().await.map_err(failed)? {
-            return Ok(None);
-        }
         table.load().await.map_err(failed)?;
         let mut live = files_of(table.snapshot().map_err(failed)?);
         live.sort_by(|a, b| a.relative.cmp(&b.relative));
