@@ -267,6 +267,16 @@ impl TableSchema {
         &self.columns
     }
 
+    /// The first two columns whose names differ only in case (the earlier first). Delta Lake and
+    /// SQLite take such names for one column; PostgreSQL and ClickHouse keep them apart.
+    pub fn case_clash(&self) -> Option<(&str, &str)> {
+        let mut seen: HashMap<String, &str> = HashMap::new();
+        self.columns.iter().find_map(|column| {
+            seen.insert(column.name.to_lowercase(), &column.name)
+                .map(|earlier| (earlier, column.name.as_str()))
+        })
+    }
+
     /// The column called `name`.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
@@ -344,23 +354,6 @@ impl TableSchema {
                 Ok(Column::new(field.name().clone(), ty))
             })
             .collect::<Result<Vec<_>, DecodeError>>()?;
-        // Delta Lake and SQLite take names that differ only in case for one column: a table
-        // made from them could not be created there. (A declared table's store says so at start;
-        // PostgreSQL and ClickHouse keep them apart.)
-        let mut seen: HashMap<String, &str> = HashMap::new();
-        for column in &columns {
-            if let Some(earlier) = seen.insert(column.name.to_lowercase(), &column.name) {
-                return Err(DecodeError::new(
-                    None,
-                    Some(printable(&column.name)),
-                    format!(
-                        "this is column '{}' spelled in another case; names that differ only in \
-                         case are one column to Delta Lake and SQLite",
-                        printable(earlier)
-                    ),
-                ));
-            }
-        }
         if columns.len() > MAX_INFERRED_COLUMNS {
             return Err(DecodeError::new(
                 None,
@@ -372,7 +365,22 @@ impl TableSchema {
                 ),
             ));
         }
-        TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))
+        let schema =
+            TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))?;
+        // A table made from names that differ only in case could not be created in a Delta
+        // table or SQLite. (A declared table's sink refuses it at start.)
+        if let Some((earlier, later)) = schema.case_clash() {
+            return Err(DecodeError::new(
+                None,
+                Some(printable(later)),
+                format!(
+                    "this is column '{}' spelled in another case; names that differ only in \
+                     case are one column to Delta Lake and SQLite",
+                    printable(earlier)
+                ),
+            ));
+        }
+        Ok(schema)
     }
 }
 
@@ -457,7 +465,14 @@ mod tests {
             Column::new("id", ColumnType::Int64),
             Column::new("ID", ColumnType::Int64),
         ];
-        assert!(TableSchema::new(both).is_ok());
+        let schema = TableSchema::new(both).unwrap();
+        // The lake's sink refuses it, naming both.
+        assert_eq!(schema.case_clash(), Some(("id", "ID")));
+        let apart = vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("idx", ColumnType::Int64),
+        ];
+        assert_eq!(TableSchema::new(apart).unwrap().case_clash(), None);
     }
 
     #[test]

@@ -208,6 +208,9 @@ impl PipelineBuilder {
         let mut watermarks: HashMap<TableName, HashMap<PartitionKey, u64>> = HashMap::new();
         let mut highest = 0;
         for (def, sink) in &tables {
+            // Remembered only once its store has it: a declared table the store refuses (and
+            // the config then drops) must not come back from the catalog to stop every start.
+            sink.create_table(def).await?;
             let catalog = self.catalog.clone();
             let (name, layout) = (def.name().clone(), def.layout());
             tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
@@ -215,7 +218,6 @@ impl PipelineBuilder {
                 .map_err(|e| {
                     sluice_core::CatalogError::new(format!("catalog task failed: {e}"))
                 })??;
-            sink.create_table(def).await?;
             let held: HashMap<PartitionKey, u64> = sink.committed(def).await?.into_iter().collect();
             highest = held.values().copied().fold(highest, u64::max);
             watermarks.insert(def.name().clone(), held);

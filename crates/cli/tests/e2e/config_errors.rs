@@ -1,5 +1,6 @@
 //! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
-//! a data directory another server is using, a data directory that is not there.
+//! a declared table its store cannot hold, a data directory another server is using, a data
+//! directory that is not there.
 
 use std::io::Read;
 use std::path::Path;
@@ -28,6 +29,10 @@ fn bad_settings_are_refused_with_their_name() {
             "tables.t.partition_by",
         ),
         ("[tables.t]\ncolumns = []\n", "tables.t.columns"),
+        (
+            "[tables.t]\ncolumns = [{ name = \"id\", type = \"int64\" }, { name = \"ID\", type = \"int64\" }]\n",
+            "table t: columns 'id' and 'ID' differ only in case, and a Delta table takes them for one column: rename one",
+        ),
         ("lisen = \"x\"\n", "unknown field `lisen`"),
         ("max_tables = 0\n", "max_tables"),
         ("[lake]\nroot = \"ftp://host/lake\"\n", "lake.root"),
@@ -41,7 +46,35 @@ fn bad_settings_are_refused_with_their_name() {
         let (ok, stderr) = serve_with(config);
         assert!(!ok, "{config} was accepted");
         assert!(stderr.contains(says), "{config}: {stderr}");
+        assert_eq!(stderr.matches(says).count(), 1, "{config}: {stderr}");
     }
+}
+
+#[test]
+fn a_declared_table_its_store_refuses_is_not_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[tables.t]\ncolumns = [{ name = \"id\", type = \"int64\" }, { name = \"ID\", type = \"int64\" }]\n",
+    )
+    .unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let output = Command::new(binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("differ only in case"), "{stderr}");
+    // With the table gone from the config, nothing of it is left to stop the next start.
+    let mut next = ServerProcess::spawn(binary, &data, None).unwrap();
+    next.kill().unwrap();
+    assert!(!data.join("t").exists(), "the refused table was remembered");
 }
 
 #[test]

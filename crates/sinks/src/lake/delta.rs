@@ -80,6 +80,7 @@ impl TableLog {
         location: &LakeRoot,
         table: &TableDef,
     ) -> Result<Self, SinkError> {
+        check_names(table)?;
         let (url, options) = table_url(location, &config.storage_options)?;
         let (fields, partition_columns) = delta_columns(table);
         let mut delta = DeltaTableBuilder::from_url(url.clone())
@@ -645,6 +646,22 @@ fn check_columns(
         )));
     }
     Ok(())
+}
+
+/// Refuses a table with column names that differ only in case, which a Delta table takes for
+/// one column. (deltalake-core's own refusal repeats itself three times and names one column.)
+pub(crate) fn check_names(table: &TableDef) -> Result<(), SinkError> {
+    match table.schema().case_clash() {
+        Some((earlier, later)) => Err(SinkError::permanent(
+            SINK,
+            format!(
+                "table {}: columns '{earlier}' and '{later}' differ only in case, and a Delta \
+                 table takes them for one column: rename one",
+                table.name()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn delta_error(location: &LakeRoot, action: &str, e: DeltaTableError) -> SinkError {

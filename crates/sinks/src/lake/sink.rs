@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use super::compact::{self, CompactionReport, discard};
 use super::config::{LakeConfig, LakeRoot};
-use super::delta::{PartCounts, TableLog, add_action, partition_values, table_exists};
+use super::delta::{PartCounts, TableLog, add_action, check_names, partition_values, table_exists};
 use super::parallel::on_every_core;
 use super::part::{FileSync, WrittenPart, write_part};
 use super::schema::file_schema;
@@ -299,6 +299,8 @@ impl Sink for LakeSink {
     fn create_table<'a>(&'a self, table: &'a TableDef) -> BoxFuture<'a, Result<(), SinkError>> {
         let location = self.config.root.table(table.name().as_str());
         Box::pin(async move {
+            // Before the table's folder is made: a refused table leaves nothing behind.
+            check_names(table)?;
             if let (LakeRoot::Folder(root), LakeRoot::Folder(dir)) = (&self.config.root, &location)
             {
                 let files = TableFiles::Folder {
