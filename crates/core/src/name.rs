@@ -78,7 +78,7 @@ pub(crate) fn check_identifier(name: &str, max_len: usize) -> Result<(), NameErr
 }
 
 /// A name made safe to echo in an error message: control characters escaped, length capped.
-pub(crate) fn printable(name: &str) -> String {
+pub fn printable(name: &str) -> String {
     const SHOWN: usize = 64;
     let mut out: String = name
         .chars()

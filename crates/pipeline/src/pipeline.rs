@@ -306,7 +306,14 @@ fn replay_frames(
             .ok()
             .and_then(|name| tables.get(&name))
         else {
-            failure = Some(fail(format!("table '{}' no longer exists", record.table())));
+            // Its folder (and remembered layout) was deleted with inserts still logged: they
+            // were acknowledged, so the start stops rather than drop them.
+            let table = sluice_core::name::printable(record.table());
+            failure = Some(fail(format!(
+                "table '{table}' no longer exists, and the log holds inserts into it that have \
+                 not landed: declare it in the config ([tables.{table}]) to land them, or move \
+                 the log away to drop every insert in it that has not landed"
+            )));
             return;
         };
         let batch = match &record {

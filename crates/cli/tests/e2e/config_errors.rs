@@ -1,13 +1,14 @@
 //! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
-//! a declared table its store cannot hold, a data directory another server is using, a data
-//! directory that is not there.
+//! a declared table its store cannot hold, logged inserts into a table that was deleted, a data
+//! directory another server is using, a data directory that is not there.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{serve_with, sluice};
+use crate::common::{id_counts, serve_with, sluice};
 use sluice_lab::process::ServerProcess;
 
 #[test]
@@ -75,6 +76,56 @@ fn a_declared_table_its_store_refuses_is_not_remembered() {
     let mut next = ServerProcess::spawn(binary, &data, None).unwrap();
     next.kill().unwrap();
     assert!(!data.join("t").exists(), "the refused table was remembered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_logged_for_a_deleted_table_stop_the_start_until_it_is_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    // Nothing flushes while the server runs: the rows are only in the log when it is killed.
+    let flush = "ack_timeout = \"2h\"\n[flush]\nmax_age = \"1h\"\n";
+    std::fs::write(&config, flush).unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    let sent = reqwest::Client::new()
+        .post(format!(
+            "http://{}/v1/tables/gone/rows?ack=durable",
+            server.addr
+        ))
+        .body("{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
+    server.kill().unwrap();
+    // The table is deleted, folder, layout and all, with its inserts still logged.
+    std::fs::remove_dir_all(data.join("gone")).unwrap();
+
+    let output = Command::new(binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("table 'gone' no longer exists")
+            && stderr.contains("declare it in the config ([tables.gone])"),
+        "{stderr}"
+    );
+
+    // Declared again, it takes its logged rows, once each.
+    let declared =
+        format!("{flush}[tables.gone]\ncolumns = [{{ name = \"id\", type = \"int64\" }}]\n");
+    std::fs::write(&config, declared).unwrap();
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    let counts = id_counts(&data, "gone");
+    assert_eq!(counts, HashMap::from([(1, 1), (2, 1), (3, 1)]));
 }
 
 #[test]
