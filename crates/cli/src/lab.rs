@@ -63,6 +63,10 @@ pub struct CompactionArgs {
     /// Write the small files with zstd instead of the LZ4 sluice gives small parts.
     #[arg(long)]
     zstd_inputs: bool,
+    /// Runs of each side, alternated, sluice each time on a fresh copy of the small files;
+    /// each side's time is its median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
+    runs: u64,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
@@ -454,6 +458,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 python,
                 seed: 42,
                 zstd_inputs: args.zstd_inputs,
+                runs: args.runs as usize,
             };
             let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
                 .await
@@ -467,19 +472,29 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
                 report.input_codec,
                 mb(report.bytes_in)
             );
+            // Every run's time, when there were several.
+            let runs = |side: &compaction::Side| match side.runs.as_slice() {
+                [_] | [] => String::new(),
+                all => {
+                    let times: Vec<String> = all.iter().map(|t| format!("{t:.2}")).collect();
+                    format!(" (median of {} s)", times.join(", "))
+                }
+            };
             let s = &report.sluice;
             println!(
-                "  sluice compact     {:>7.2} s -> {} files, {:.1} MB",
+                "  sluice compact     {:>7.2} s -> {} files, {:.1} MB{}",
                 s.seconds,
                 s.files_out,
-                mb(s.bytes_out)
+                mb(s.bytes_out),
+                runs(s)
             );
             match (&report.pyarrow, &report.pyarrow_skipped) {
                 (Some(p), _) => println!(
-                    "  pyarrow dataset    {:>7.2} s -> {} files, {:.1} MB",
+                    "  pyarrow dataset    {:>7.2} s -> {} files, {:.1} MB{}",
                     p.seconds,
                     p.files_out,
-                    mb(p.bytes_out)
+                    mb(p.bytes_out),
+                    runs(p)
                 ),
                 (None, Some(why)) => println!("  pyarrow skipped: {why}"),
                 (None, None) => {}

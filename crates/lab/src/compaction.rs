@@ -7,7 +7,9 @@
 //! pyarrow runs first and writes elsewhere; sluice then compacts the table itself (one Delta
 //! commit). Both read the inputs from a warm page cache, and each starts after the writes before
 //! it have been flushed to disk (`sync`), so neither pays for writing back the other's files or
-//! the inputs.
+//! the inputs. With several runs the two alternate, sluice each time on a fresh copy of the
+//! small files, and each side's time is its median: on a shared machine whose speed drifts by a
+//! quarter from one minute to the next, one run of each can land on a slow and a fast minute.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,13 +39,17 @@ pub struct CompactionLabConfig {
     /// Write the small files with zstd, as large parts are, instead of the LZ4 sluice gives
     /// small parts.
     pub zstd_inputs: bool,
+    /// Runs of each side, alternated (at least 1).
+    pub runs: usize,
 }
 
 /// One side's figures.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Side {
-    /// Wall time of the rewrite.
+    /// Wall time of the rewrite: the median of the runs.
     pub seconds: f64,
+    /// Wall time of each run, in the order they ran.
+    pub runs: Vec<f64>,
     /// Files written.
     pub files_out: u64,
     /// Bytes written.
@@ -102,13 +108,8 @@ pub async fn run(
     if config.rows_per_file == 0 || config.rows == 0 {
         return Err("rows and rows per file must be at least 1".into());
     }
-    match std::fs::remove_dir_all(&config.dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot empty {}: {e}", config.dir.display())),
-    }
+    remove_dir(&config.dir)?;
     let lake_dir = config.dir.join("lake");
-    let lake = LakeSink::new(LakeConfig::new(&lake_dir)).map_err(|e| e.to_string())?;
     let table = events_table()?;
 
     progress("writing the small files");
@@ -131,45 +132,72 @@ pub async fn run(
     let files_in = inputs.len() as u64;
     let bytes_in: u64 = inputs.iter().map(|f| f.bytes).sum();
 
-    let (pyarrow, pyarrow_skipped) = match &config.python {
-        None => (None, Some("no Python given".to_owned())),
-        Some(python) => {
+    let list = config.dir.join("inputs.txt");
+    let text: String = inputs
+        .iter()
+        .map(|f| format!("{}\n", table_dir.join(&f.relative).display()))
+        .collect();
+    std::fs::write(&list, text).map_err(|e| e.to_string())?;
+    // sluice compacts the table in place: each run after the first starts from this copy.
+    let pristine = config.dir.join("pristine");
+    let runs = config.runs.max(1);
+    if runs > 1 {
+        copy_tree(&lake_dir, &pristine)?;
+    }
+
+    let mut pyarrow_runs: Vec<Side> = Vec::new();
+    let mut pyarrow_skipped = config
+        .python
+        .is_none()
+        .then(|| "no Python given".to_owned());
+    let mut sluice_runs: Vec<Side> = Vec::new();
+    for run in 0..runs {
+        if let (Some(python), None) = (&config.python, &pyarrow_skipped) {
             settle();
-            progress("pyarrow's dataset writer");
-            let list = config.dir.join("inputs.txt");
-            let text: String = inputs
-                .iter()
-                .map(|f| format!("{}\n", table_dir.join(&f.relative).display()))
-                .collect();
-            std::fs::write(&list, text).map_err(|e| e.to_string())?;
-            match run_pyarrow(python, &list, &config.dir.join("pyarrow")) {
-                Ok(side) => (Some(side), None),
-                Err(why) => (None, Some(why)),
+            progress(&format!(
+                "pyarrow's dataset writer (run {} of {runs})",
+                run + 1
+            ));
+            let out = config.dir.join("pyarrow");
+            remove_dir(&out)?;
+            match run_pyarrow(python, &list, &out) {
+                Ok(side) => pyarrow_runs.push(side),
+                Err(why) => {
+                    pyarrow_runs.clear();
+                    pyarrow_skipped = Some(why);
+                }
             }
         }
-    };
-
-    settle();
-    progress("sluice's compactor");
-    let policy = CompactionPolicy::default();
-    let started = Instant::now();
-    let report = lake
-        .compact(&table, policy, &|_, _| {})
-        .await
-        .map_err(|e| e.to_string())?;
-    let sluice = Side {
-        seconds: started.elapsed().as_secs_f64(),
-        files_out: report.files_out,
-        bytes_out: report.bytes_out,
-    };
-    let after = live_files(&table_dir).await.map_err(|e| e.to_string())?;
-    let rows_after: u64 = after.iter().map(|f| f.rows.unwrap_or(0)).sum();
-    if rows_after != config.rows as u64 {
-        return Err(format!(
-            "the compacted table holds {rows_after} rows, not {}",
-            config.rows
-        ));
+        if run > 0 {
+            remove_dir(&lake_dir)?;
+            copy_tree(&pristine, &lake_dir)?;
+        }
+        settle();
+        progress(&format!("sluice's compactor (run {} of {runs})", run + 1));
+        // A sink of its own each run: nothing of the last run's log stays in memory.
+        let lake = LakeSink::new(LakeConfig::new(&lake_dir)).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        let report = lake
+            .compact(&table, CompactionPolicy::default(), &|_, _| {})
+            .await
+            .map_err(|e| e.to_string())?;
+        sluice_runs.push(Side {
+            seconds: started.elapsed().as_secs_f64(),
+            runs: Vec::new(),
+            files_out: report.files_out,
+            bytes_out: report.bytes_out,
+        });
+        let after = live_files(&table_dir).await.map_err(|e| e.to_string())?;
+        let rows_after: u64 = after.iter().map(|f| f.rows.unwrap_or(0)).sum();
+        if rows_after != config.rows as u64 {
+            return Err(format!(
+                "the compacted table holds {rows_after} rows, not {}",
+                config.rows
+            ));
+        }
     }
+    let sluice = median_side(sluice_runs).ok_or("sluice did not run")?;
+    let pyarrow = median_side(pyarrow_runs);
     Ok(CompactionLabReport {
         rows: config.rows as u64,
         files_in,
@@ -180,6 +208,42 @@ pub async fn run(
         pyarrow,
         pyarrow_skipped,
     })
+}
+
+/// The run of median time (of an even count, the faster of the middle two), with every run's
+/// time.
+fn median_side(mut runs: Vec<Side>) -> Option<Side> {
+    let times: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+    runs.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    let middle = runs.len().checked_sub(1)? / 2;
+    let mut side = runs.swap_remove(middle);
+    side.runs = times;
+    Some(side)
+}
+
+/// Removes a folder and everything in it; one that is not there is fine.
+fn remove_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot empty {}: {e}", dir.display())),
+    }
+}
+
+/// Copies the folder `from` (files and folders) to `to`, which must not exist.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    let failed = |what: &Path, e: std::io::Error| format!("cannot copy {}: {e}", what.display());
+    std::fs::create_dir_all(to).map_err(|e| failed(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| failed(from, e))? {
+        let entry = entry.map_err(|e| failed(from, e))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(|e| failed(&source, e))?.is_dir() {
+            copy_tree(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target).map_err(|e| failed(&source, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Flushes every dirty page to disk, so the next side's timing holds no writeback of earlier
@@ -227,6 +291,7 @@ fn run_pyarrow(python: &Path, list: &Path, out: &Path) -> Result<Side, String> {
         .and_then(|v| {
             Some(Side {
                 seconds: v["seconds"].as_f64()?,
+                runs: Vec::new(),
                 files_out: v["files_out"].as_u64()?,
                 bytes_out: v["bytes_out"].as_u64()?,
             })
@@ -248,9 +313,12 @@ mod tests {
             python: None,
             seed: 7,
             zstd_inputs: false,
+            runs: 2,
         };
         let report = run(&config, &|_| {}).await.unwrap();
         assert_eq!((report.files_in, report.sluice.files_out), (50, 1));
+        // The second run compacted the small files again, not the first run's output.
+        assert_eq!(report.sluice.runs.len(), 2);
         assert!(report.sluice.bytes_out < report.bytes_in);
         assert_eq!(report.pyarrow_skipped.as_deref(), Some("no Python given"));
     }

@@ -441,6 +441,8 @@ fn compaction_compares_sluice_with_pyarrow_on_the_same_files() {
         "20000",
         "--rows-per-file",
         "100",
+        "--runs",
+        "2",
         "--python",
         &python,
         "--dir",
@@ -456,8 +458,20 @@ fn compaction_compares_sluice_with_pyarrow_on_the_same_files() {
             "rows", "files_in", "bytes_in", "sluice", "pyarrow", "speedup",
         ],
     );
-    has(&report["sluice"], &["seconds", "files_out", "bytes_out"]);
-    has(&report["pyarrow"], &["seconds", "files_out", "bytes_out"]);
+    has(
+        &report["sluice"],
+        &["seconds", "runs", "files_out", "bytes_out"],
+    );
+    has(
+        &report["pyarrow"],
+        &["seconds", "runs", "files_out", "bytes_out"],
+    );
+    // Two runs of each, alternated; each side's time is one of its runs.
+    for side in ["sluice", "pyarrow"] {
+        let runs = report[side]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{report}");
+        assert!(runs.contains(&report[side]["seconds"]), "{report}");
+    }
     assert_eq!(report["files_in"], 200);
     assert_eq!(report["sluice"]["files_out"], 1);
     assert!(report["sluice"]["bytes_out"].as_u64() < report["bytes_in"].as_u64());
