@@ -58,20 +58,22 @@ pub enum InsertError {
         /// Whether the table's share was full, rather than the whole buffer.
         table_share: bool,
     },
-    /// The insert spans more partitions than `max_partitions_per_insert`. In ClickHouse's words.
+    /// The insert spans more partitions than `max_partitions_per_insert` (or its request's
+    /// lower `max_partitions_per_insert_block`). In ClickHouse's words.
     #[error(
         "Too many partitions for single INSERT block (more than {limit}): this insert into table \
-         '{table}' spans {partitions}. The limit is controlled by max_partitions_per_insert (0 \
-         lifts it). Every partition becomes a part of its own at every flush; partition coarsely \
-         (by day, not by id)"
+         '{table}' spans {partitions}. {set_by}. Every partition becomes a part of its own at \
+         every flush; partition coarsely (by day, not by id)"
     )]
     TooManyPartitions {
         /// The table.
         table: String,
         /// Partitions the insert spans.
         partitions: usize,
-        /// `max_partitions_per_insert`.
+        /// The limit.
         limit: usize,
+        /// Whose limit it is.
+        set_by: PartitionLimit,
     },
     /// The partition holds more active parts than the table's `parts_to_throw_insert`: inserts
     /// into it wait for compaction to catch up. In ClickHouse's words.
@@ -150,5 +152,26 @@ impl From<crate::memory::Full> for InsertError {
             limit: full.limit,
             table_share: full.share,
         }
+    }
+}
+
+/// Whose limit on the partitions of one insert refused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionLimit {
+    /// The server's `max_partitions_per_insert`.
+    Server,
+    /// The request's `max_partitions_per_insert_block`, lower than the server's.
+    Request,
+}
+
+impl std::fmt::Display for PartitionLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Server => {
+                "The limit is the server's max_partitions_per_insert (0 lifts it); a ClickHouse \
+                 request's max_partitions_per_insert_block can lower it, not raise it"
+            }
+            Self::Request => "The limit is this request's max_partitions_per_insert_block",
+        })
     }
 }

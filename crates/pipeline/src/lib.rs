@@ -33,7 +33,7 @@ pub use config::{
     DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_PARTITIONS_PER_INSERT,
     DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
 };
-pub use error::{InsertError, StartError};
+pub use error::{InsertError, PartitionLimit, StartError};
 pub use memory::{INSERT_OVERHEAD, MemoryBudget};
 pub use pipeline::{
     Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,

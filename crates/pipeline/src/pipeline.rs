@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::ack::{AckMode, Failure, Waiter};
 use crate::config::PipelineConfig;
-use crate::error::{InsertError, StartError};
+use crate::error::{InsertError, PartitionLimit, StartError};
 use crate::memory::MemoryBudget;
 use crate::record::{self, Record};
 use crate::stats::{TableInfo, TableStats, WalInfo, names};
@@ -64,6 +64,10 @@ pub struct Insert<'a> {
     pub ack: AckMode,
     /// What to do when the buffer is full.
     pub admission: Admission,
+    /// A lower limit than the pipeline's `max_partitions_per_insert` on the partitions this
+    /// insert may span (ClickHouse's `max_partitions_per_insert_block` setting). `None`, `0`
+    /// or a higher one: the pipeline's, which a request cannot raise.
+    pub max_partitions: Option<usize>,
 }
 
 /// An accepted insert.
@@ -280,6 +284,24 @@ impl PipelineBuilder {
     }
 }
 
+/// What an insert asked for besides its rows.
+struct Terms {
+    ack: AckMode,
+    admission: Admission,
+    max_partitions: Option<usize>,
+}
+
+/// The limit on the partitions one insert may span, and whose it is: the pipeline's
+/// (`configured`, 0 for none), or a request's lower one.
+fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, PartitionLimit) {
+    match requested {
+        Some(asked) if asked > 0 && (configured == 0 || asked < configured) => {
+            (asked, PartitionLimit::Request)
+        }
+        _ => (configured, PartitionLimit::Server),
+    }
+}
+
 /// Hands every logged insert the stores do not hold yet back to its table's writer.
 fn replay_frames(
     replay: &sluice_wal::Replay,
@@ -434,15 +456,13 @@ impl Pipeline {
                 insert.body,
             ))
         };
-        self.submit(
-            &handle,
-            batch,
-            insert.body.len() as u64,
-            insert.ack,
-            insert.admission,
-            record,
-        )
-        .await
+        let terms = Terms {
+            ack: insert.ack,
+            admission: insert.admission,
+            max_partitions: insert.max_partitions,
+        };
+        self.submit(&handle, batch, insert.body.len() as u64, terms, record)
+            .await
     }
 
     /// Buffers and (by its ack mode) waits for one Arrow batch: the library API.
@@ -471,8 +491,12 @@ impl Pipeline {
         let bytes = batch.get_array_memory_size() as u64;
         let logged = batch.clone();
         let record = move || record::encode_arrow(table, &logged).map_err(InsertError::WalFailed);
-        self.submit(&handle, batch, bytes, ack, admission, record)
-            .await
+        let terms = Terms {
+            ack,
+            admission,
+            max_partitions: None,
+        };
+        self.submit(&handle, batch, bytes, terms, record).await
     }
 
     /// A snapshot of every table.
@@ -607,10 +631,14 @@ impl Pipeline {
         handle: &TableHandle,
         batch: RecordBatch,
         body_bytes: u64,
-        ack: AckMode,
-        admission: Admission,
+        terms: Terms,
         record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
     ) -> Result<Inserted, InsertError> {
+        let Terms {
+            ack,
+            admission,
+            max_partitions,
+        } = terms;
         let rows = batch.num_rows() as u64;
         let inserted = Inserted {
             table: handle.def.name().clone(),
@@ -631,12 +659,14 @@ impl Pipeline {
                 batch,
             })
             .collect();
-        let limit = self.inner.config.max_partitions_per_insert;
+        let (limit, set_by) =
+            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
         if limit > 0 && pieces.len() > limit {
             return Err(InsertError::TooManyPartitions {
                 table: handle.def.name().to_string(),
                 partitions: pieces.len(),
                 limit,
+                set_by,
             });
         }
         self.throttle(handle, &pieces).await?;
@@ -850,4 +880,33 @@ fn schema_of(table: &str, batch: &RecordBatch) -> Result<TableSchema, InsertErro
         })
         .collect::<Result<Vec<_>, InsertError>>()?;
     TableSchema::new(columns).map_err(|e| mismatch(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_lowers_the_partition_limit_and_never_raises_or_lifts_it() {
+        use PartitionLimit::{Request, Server};
+        // (configured, requested) -> (limit, whose)
+        let cases = [
+            ((100, None), (100, Server)),
+            ((100, Some(0)), (100, Server)),
+            ((100, Some(5)), (5, Request)),
+            ((100, Some(100)), (100, Server)),
+            ((100, Some(1000)), (100, Server)),
+            // No limit configured: a request may set one.
+            ((0, None), (0, Server)),
+            ((0, Some(0)), (0, Server)),
+            ((0, Some(7)), (7, Request)),
+        ];
+        for ((configured, requested), expected) in cases {
+            assert_eq!(
+                partition_limit(configured, requested),
+                expected,
+                "{configured} {requested:?}"
+            );
+        }
+    }
 }

@@ -42,6 +42,7 @@ pub(crate) async fn insert_rows(
             options: DecodeOptions::default(),
             ack,
             admission: Admission::Refuse,
+            max_partitions: None,
         })
         .await?;
     Ok(Json(json!({

@@ -316,6 +316,40 @@ fn cases() -> Vec<Case> {
         S::BAD_REQUEST,
         &["Code: 252.", "TOO_MANY_PARTS"],
     ));
+    // A request's max_partitions_per_insert_block lowers the limit for its insert...
+    cases.push(ch(
+        "ClickHouse setting lowers the partition limit",
+        "INSERT INTO parted SETTINGS max_partitions_per_insert_block = 2 FORMAT JSONEachRow",
+        "{\"id\":1000000060,\"name\":\"a\"}\n{\"id\":1000000061,\"name\":\"b\"}\n\
+         {\"id\":1000000062,\"name\":\"c\"}",
+        S::BAD_REQUEST,
+        &[
+            "Code: 252.",
+            "(more than 2)",
+            "spans 3",
+            "this request's max_partitions_per_insert_block",
+        ],
+    ));
+    // ...and can neither lift nor raise the server's.
+    for asked in ["0", "100"] {
+        cases.push(ch(
+            "ClickHouse setting cannot raise the partition limit",
+            &format!(
+                "INSERT INTO parted SETTINGS max_partitions_per_insert_block = {asked} FORMAT \
+                 JSONEachRow"
+            ),
+            spread,
+            S::BAD_REQUEST,
+            &["Code: 252.", "(more than 3)", "can lower it, not raise it"],
+        ));
+    }
+    cases.push(ch(
+        "ClickHouse partition limit that is not a number",
+        "INSERT INTO parted SETTINGS max_partitions_per_insert_block = 'many' FORMAT JSONEachRow",
+        "{\"id\":1000000063,\"name\":\"a\"}",
+        S::BAD_REQUEST,
+        &["max_partitions_per_insert_block: 'many' is not a whole number"],
+    ));
     // A lake table by this name would make the data directory look like a Delta table, and
     // could not be opened at the next start.
     cases.push(native_to(

@@ -81,6 +81,7 @@ async fn insert(p: &Pipeline, ids: std::ops::Range<i64>, ack: AckMode) -> Result
         options: Default::default(),
         ack,
         admission: Admission::Refuse,
+        max_partitions: None,
     })
     .await
     .map(|_| ())

@@ -68,6 +68,7 @@ fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
         options: Default::default(),
         ack,
         admission,
+        max_partitions: None,
     }
 }
 
@@ -226,6 +227,7 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
         options: Default::default(),
         ack: AckMode::Async,
         admission: Admission::Refuse,
+        max_partitions: None,
     };
     // Both tables exist; then `stalled`'s store fails.
     let row: &'static [u8] = b"{\"id\":1,\"service\":\"a\"}\n";

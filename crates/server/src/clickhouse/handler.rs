@@ -5,6 +5,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sluice_core::DecodeOptions;
+use sluice_core::name::printable;
 use sluice_pipeline::{AckMode, Admission, Insert};
 
 use super::query::{QueryError, parse_insert};
@@ -126,6 +127,20 @@ async fn run_insert(
         skip_unknown_fields: setting("input_format_skip_unknown_fields").is_some_and(truthy),
         columns: query.columns.clone(),
     };
+    // Lowers the server's max_partitions_per_insert for this insert; cannot raise it.
+    let max_partitions = setting("max_partitions_per_insert_block")
+        .map(|v| {
+            v.trim().parse::<usize>().map_err(|_| {
+                ApiError::new(
+                    Kind::BadRequest,
+                    format!(
+                        "max_partitions_per_insert_block: '{}' is not a whole number",
+                        printable(v)
+                    ),
+                )
+            })
+        })
+        .transpose()?;
     let inserted = state
         .pipeline
         .insert_ndjson(Insert {
@@ -134,6 +149,7 @@ async fn run_insert(
             options,
             ack,
             admission: Admission::Refuse,
+            max_partitions,
         })
         .await?;
     Ok(inserted.rows)
