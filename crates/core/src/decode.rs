@@ -105,18 +105,34 @@ fn projected_schema(schema: &TableSchema, listed: &[String]) -> Result<SchemaRef
 
 /// Fills the columns an insert left out with nulls.
 fn widen(schema: &TableSchema, batch: RecordBatch) -> Result<RecordBatch, DecodeError> {
+    conform(schema.arrow(), &batch).map_err(|e| DecodeError::new(None, None, e))
+}
+
+/// `batch` with exactly `schema`'s columns, taken by name: a column the schema has and the batch
+/// does not is null (refused when the schema requires it), and one the batch has and the schema
+/// does not is left out. A column of another type is refused. For rows taken under another
+/// layout of the table (the write-ahead log's at replay, older parts at compaction).
+pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, String> {
     let rows = batch.num_rows();
     let columns = schema
-        .arrow()
         .fields()
         .iter()
         .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) => column.clone(),
-            None => new_null_array(field.data_type(), rows),
+            Some(column) if column.data_type() == field.data_type() => Ok(column.clone()),
+            Some(column) => Err(format!(
+                "column '{}' is {} in the rows, {} in the table",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            )),
+            None if field.is_nullable() => Ok(new_null_array(field.data_type(), rows)),
+            None => Err(format!(
+                "column '{}' is required and the rows do not have it",
+                field.name()
+            )),
         })
-        .collect();
-    RecordBatch::try_new(schema.arrow().clone(), columns)
-        .map_err(|e| DecodeError::new(None, None, e.to_string()))
+        .collect::<Result<Vec<_>, String>>()?;
+    RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
 }
 
 fn decode_with(
@@ -266,10 +282,42 @@ fn column_list(schema: &TableSchema) -> String {
 #[cfg(test)]
 mod tests {
     use arrow::array::{AsArray, Int64Array};
-    use arrow::datatypes::Int64Type;
+    use arrow::datatypes::{DataType, Field, Int64Type};
 
     use super::*;
     use crate::schema::{Column, ColumnType};
+
+    #[test]
+    fn conform_takes_columns_by_name_fills_nullable_ones_and_refuses_the_rest() {
+        let table = schema();
+        let decode = |body: &str, columns: &[&str]| {
+            let fields: Vec<Field> = columns
+                .iter()
+                .map(|c| Field::new(*c, DataType::Int64, true))
+                .collect();
+            let schema = Arc::new(Schema::new(fields));
+            let batch = arrow::json::ReaderBuilder::new(schema)
+                .build(body.as_bytes())
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap();
+            conform(table.arrow(), &batch)
+        };
+        // `extra` is left out; `name` and `ts` are null.
+        let batch = decode("{\"extra\":7,\"id\":1}", &["extra", "id"]).unwrap();
+        assert_eq!(batch.schema(), *table.arrow());
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 1);
+        assert_eq!(batch.column(1).null_count(), 1);
+        // A required column missing, or a column of another type, is refused.
+        let missing = decode("{\"extra\":7}", &["extra"]).unwrap_err();
+        assert!(missing.contains("column 'id' is required"), "{missing}");
+        let retyped = decode("{\"id\":1,\"name\":2}", &["id", "name"]).unwrap_err();
+        assert!(
+            retyped.contains("column 'name' is Int64 in the rows"),
+            "{retyped}"
+        );
+    }
 
     fn schema() -> TableSchema {
         TableSchema::new(vec![

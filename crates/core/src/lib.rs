@@ -33,7 +33,7 @@ pub mod table;
 pub mod throttle;
 
 pub use batcher::{Batcher, Sealed};
-pub use decode::{DecodeOptions, decode_ndjson};
+pub use decode::{DecodeOptions, conform, decode_ndjson};
 pub use error::{ConfigError, DecodeError, NameError};
 pub use name::TableName;
 pub use partition::{EmptyValue, PartitionKey, PartitionSpec};

@@ -25,7 +25,7 @@ use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, EmptyValue, PartitionKey, TableDef, TableName,
-    TableSchema, Verdict, decode_ndjson,
+    TableSchema, Verdict, conform, decode_ndjson,
 };
 use sluice_wal::{FsStorage, Storage, Wal};
 use tokio::sync::mpsc::{self, UnboundedSender};
@@ -302,6 +302,21 @@ fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, Parti
     }
 }
 
+/// The decoding options of a logged insert, replayed against the table's columns as they are
+/// now: keys and listed columns the table no longer has are left out.
+fn replay_options(schema: &TableSchema, logged: &DecodeOptions) -> DecodeOptions {
+    DecodeOptions {
+        skip_unknown_fields: true,
+        columns: logged.columns.as_ref().map(|listed| {
+            listed
+                .iter()
+                .filter(|name| schema.column(name).is_some())
+                .cloned()
+                .collect()
+        }),
+    }
+}
+
 /// Hands every logged insert the stores do not hold yet back to its table's writer.
 fn replay_frames(
     replay: &sluice_wal::Replay,
@@ -338,11 +353,18 @@ fn replay_frames(
             )));
             return;
         };
+        // The insert lands in the table as it is now, which the config may have changed since
+        // it was logged: a column dropped since is left out of its rows (as of any insert
+        // after the change), and a nullable one added since is null in them.
+        let schema = handle.def.schema();
         let batch = match &record {
             Record::Ndjson { options, body, .. } => {
-                decode_ndjson(handle.def.schema(), body, options).map_err(|e| e.to_string())
+                decode_ndjson(schema, body, &replay_options(schema, options))
+                    .map_err(|e| e.to_string())
             }
-            Record::Arrow { ipc, .. } => record::read_arrow(ipc),
+            Record::Arrow { ipc, .. } => {
+                record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
+            }
         };
         // Every logged insert passed the door's checks when it was taken. Should the table
         // have moved since from a store that keeps an empty partition value to a Delta table,

@@ -1,6 +1,7 @@
 //! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
 //! a declared table its store cannot hold, logged inserts into a table that was deleted, a data
-//! directory another server is using, a data directory that is not there.
+//! directory another server is using, a data directory that is not there. And one change that
+//! must not stop it: a column dropped from a table while inserts into it are still logged.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -78,31 +79,46 @@ fn a_declared_table_its_store_refuses_is_not_remembered() {
     assert!(!data.join("t").exists(), "the refused table was remembered");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inserts_logged_for_a_deleted_table_stop_the_start_until_it_is_declared() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let config = dir.path().join("sluice.toml");
-    // Nothing flushes while the server runs: the rows are only in the log when it is killed.
-    let flush = "ack_timeout = \"2h\"\n[flush]\nmax_age = \"1h\"\n";
-    std::fs::write(&config, flush).unwrap();
+/// Flush settings under which nothing flushes while a test's server runs.
+const NO_FLUSH: &str = "ack_timeout = \"2h\"\n[flush]\nmax_age = \"1h\"\n";
+
+/// Starts sluice on `data` with `config` (whose flushes must wait, [`NO_FLUSH`]), inserts
+/// `rows` into `table` acknowledged `durable`, and kills it: the rows are only in its log.
+async fn logged_then_killed(data: &Path, config: &Path, table: &str, rows: &str) {
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
-    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    let mut server = ServerProcess::spawn(binary, data, Some(config)).unwrap();
     let sent = reqwest::Client::new()
         .post(format!(
-            "http://{}/v1/tables/gone/rows?ack=durable",
+            "http://{}/v1/tables/{table}/rows?ack=durable",
             server.addr
         ))
-        .body("{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
+        .body(rows.to_owned())
         .send()
         .await
         .unwrap();
     assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
     server.kill().unwrap();
+}
+
+/// Starts sluice on `data` with `config` and stops it gracefully: everything it replayed lands.
+fn start_and_stop(data: &Path, config: &Path) {
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, data, Some(config)).unwrap();
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_logged_for_a_deleted_table_stop_the_start_until_it_is_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, NO_FLUSH).unwrap();
+    logged_then_killed(&data, &config, "gone", "{\"id\":1}\n{\"id\":2}\n{\"id\":3}").await;
     // The table is deleted, folder, layout and all, with its inserts still logged.
     std::fs::remove_dir_all(data.join("gone")).unwrap();
 
-    let output = Command::new(binary)
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&config)
         .arg("--data-dir")
@@ -119,12 +135,32 @@ async fn inserts_logged_for_a_deleted_table_stop_the_start_until_it_is_declared(
 
     // Declared again, it takes its logged rows, once each.
     let declared =
-        format!("{flush}[tables.gone]\ncolumns = [{{ name = \"id\", type = \"int64\" }}]\n");
+        format!("{NO_FLUSH}[tables.gone]\ncolumns = [{{ name = \"id\", type = \"int64\" }}]\n");
     std::fs::write(&config, declared).unwrap();
-    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
-    server.terminate().unwrap();
-    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    start_and_stop(&data, &config);
     let counts = id_counts(&data, "gone");
+    assert_eq!(counts, HashMap::from([(1, 1), (2, 1), (3, 1)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_logged_before_a_column_was_dropped_land_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    let table = |columns: &str| format!("{NO_FLUSH}[tables.t]\ncolumns = [{columns}]\n");
+    let id = "{ name = \"id\", type = \"int64\", nullable = false }";
+    std::fs::write(
+        &config,
+        table(&format!("{id}, {{ name = \"x\", type = \"string\" }}")),
+    )
+    .unwrap();
+    let rows = "{\"id\":1,\"x\":\"a\"}\n{\"id\":2,\"x\":\"b\"}\n{\"id\":3}";
+    logged_then_killed(&data, &config, "t", rows).await;
+
+    // `x` leaves the config with inserts that have it still logged: they land without it.
+    std::fs::write(&config, table(id)).unwrap();
+    start_and_stop(&data, &config);
+    let counts = id_counts(&data, "t");
     assert_eq!(counts, HashMap::from([(1, 1), (2, 1), (3, 1)]));
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::time::{Duration, SystemTime};
 
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::compaction::CompactionPolicy;
@@ -318,4 +318,103 @@ async fn checkpoints_carry_parsed_statistics_that_a_reopened_log_reads() {
     let live = live_files(&dir.path().join("t")).await.unwrap();
     assert_eq!(live.len(), 4);
     assert!(live.iter().all(|f| f.rows == Some(3)), "{live:?}");
+}
+
+/// Table `w` with `id` and, when `note`, a nullable `note`; sorted by `id` when `sorted`.
+fn layout(note: bool, sorted: bool) -> TableDef {
+    let mut columns = vec![Column::new("id", ColumnType::Int64).required()];
+    if note {
+        columns.push(Column::new("note", ColumnType::String));
+    }
+    let layout = TableLayout {
+        columns,
+        partition_by: String::new(),
+        sort_by: if sorted { vec!["id".into()] } else { vec![] },
+    };
+    TableDef::new(TableName::new("w").unwrap(), layout, FlushPolicy::default()).unwrap()
+}
+
+/// Flush `seq` of `ids` into `table`, each row with note `n<id>` when the table has the column.
+fn flush_of<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
+    let with_note = table.schema().column("note").is_some();
+    let rows: String = ids
+        .iter()
+        .map(|id| match with_note {
+            true => format!("{{\"id\":{id},\"note\":\"n{id}\"}}\n"),
+            false => format!("{{\"id\":{id}}}\n"),
+        })
+        .collect();
+    let batch = decode_ndjson(table.schema(), rows.as_bytes(), &DecodeOptions::default()).unwrap();
+    FlushBatch {
+        table,
+        id: FlushId {
+            table: table.name().clone(),
+            partition: PartitionKey::Whole,
+            first_seq: seq,
+            last_seq: seq,
+        },
+        batches: vec![batch],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout() {
+    for sorted in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        // Parts written while the config had `note` (flushes 1 to 35) and after it was dropped
+        // (36 to 70).
+        let (before, after) = (layout(true, sorted), layout(false, sorted));
+        let ids = |seq: u64| -> Vec<i64> { (seq as i64 * 10..seq as i64 * 10 + 3).collect() };
+        let old = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+        old.create_table(&before).await.unwrap();
+        for seq in 1..=35 {
+            old.write(flush_of(&before, seq, &ids(seq))).await.unwrap();
+        }
+        // The same lake opened again, as after a restart with the new config.
+        let new = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+        new.create_table(&after).await.unwrap();
+        for seq in 36..=70 {
+            new.write(flush_of(&after, seq, &ids(seq))).await.unwrap();
+        }
+        // One merge of all 70 (one tier of fan-in 64), read in runs of two files on two cores:
+        // some runs meet both layouts.
+        let policy = CompactionPolicy {
+            fanin: 64,
+            ..CompactionPolicy::default()
+        };
+        let report = new.compact(&after, policy, &|_, _| {}).await.unwrap();
+        assert_eq!((report.files_in, report.files_out), (70, 1), "{report:?}");
+
+        // Every row once; the first 35 flushes' notes kept, the others' null.
+        let table_dir = dir.path().join("w");
+        let live = live_files(&table_dir).await.unwrap();
+        assert_eq!(live.len(), 1);
+        let file = File::open(table_dir.join(&live[0].relative)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut notes: HashMap<i64, Option<String>> = HashMap::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let ids = batch
+                .column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            let note = batch
+                .column_by_name("note")
+                .expect("the merged file lost the column `note`")
+                .as_string::<i32>();
+            for row in 0..batch.num_rows() {
+                let id = ids.value(row);
+                let value = (!note.is_null(row)).then(|| note.value(row).to_owned());
+                assert!(notes.insert(id, value).is_none(), "id {id} twice");
+            }
+        }
+        assert_eq!(notes.len(), 210, "sorted: {sorted}");
+        for (id, note) in notes {
+            let expected = (id / 10 <= 35).then(|| format!("n{id}"));
+            assert_eq!(note, expected, "id {id}, sorted: {sorted}");
+        }
+    }
 }
