@@ -469,9 +469,9 @@ fn one_layout(batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, SinkError> 
 /// Arrow schema that file gave, which later files with the same Parquet schema are read with
 /// instead of each converting the schema stored in its footer (a file of another layout is
 /// read with its own, and [`one_layout`] brings the merge's batches together); and no column
-/// statistics decoded, which merging never looks at. Reading the compaction lab's 20,000 files of 100 rows from memory on one thread, the
-/// two took opening them from 0.29-0.32 s to 0.20-0.22 s, and the whole read from 0.90-0.99 s
-/// to 0.79-0.85 s.
+/// statistics decoded, which merging never looks at. Reading the compaction lab's 20,000 files
+/// of 100 rows from memory on one thread, the two took opening them from 0.29-0.32 s to
+/// 0.20-0.22 s, and the whole read from 0.90-0.99 s to 0.79-0.85 s.
 fn read_file(
     files: &TableFiles,
     file: &LiveFile,
