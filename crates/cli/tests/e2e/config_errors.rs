@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{id_counts, serve_with, sluice};
+use crate::common::{id_counts, serve_until_exit, serve_with, sluice};
 use sluice_lab::process::ServerProcess;
 
 #[test]
@@ -62,18 +62,11 @@ fn a_declared_table_its_store_refuses_is_not_remembered() {
         "[tables.t]\ncolumns = [{ name = \"id\", type = \"int64\" }, { name = \"ID\", type = \"int64\" }]\n",
     )
     .unwrap();
-    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
-    let output = Command::new(binary)
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let (ok, stderr) = serve_until_exit(&config, &data);
+    assert!(!ok, "{stderr}");
     assert!(stderr.contains("differ only in case"), "{stderr}");
     // With the table gone from the config, nothing of it is left to stop the next start.
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut next = ServerProcess::spawn(binary, &data, None).unwrap();
     next.kill().unwrap();
     assert!(!data.join("t").exists(), "the refused table was remembered");
@@ -118,15 +111,8 @@ async fn inserts_logged_for_a_deleted_table_stop_the_start_until_it_is_declared(
     // The table is deleted, folder, layout and all, with its inserts still logged.
     std::fs::remove_dir_all(data.join("gone")).unwrap();
 
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let (ok, stderr) = serve_until_exit(&config, &data);
+    assert!(!ok, "{stderr}");
     assert!(
         stderr.contains("table 'gone' no longer exists")
             && stderr.contains("declare it in the config ([tables.gone])"),

@@ -34,17 +34,30 @@ fn flush<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
         .iter()
         .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
         .collect();
+    let mut flush = flush_rows(table, PartitionKey::Value("api".into()), seq, &rows);
+    // Two batches, as a flush of several inserts arrives.
+    let batch = flush.batches.remove(0);
+    flush.batches = vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)];
+    flush
+}
+
+/// Flush `seq` of partition `partition` of `table`: the NDJSON `rows`, as one batch.
+fn flush_rows<'a>(
+    table: &'a TableDef,
+    partition: PartitionKey,
+    seq: u64,
+    rows: &str,
+) -> FlushBatch<'a> {
     let batch = decode_ndjson(table.schema(), rows.as_bytes(), &DecodeOptions::default()).unwrap();
     FlushBatch {
         table,
         id: FlushId {
             table: table.name().clone(),
-            partition: PartitionKey::Value("api".into()),
+            partition,
             first_seq: seq,
             last_seq: seq,
         },
-        // Two batches, as a flush of several inserts arrives.
-        batches: vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)],
+        batches: vec![batch],
     }
 }
 
@@ -344,17 +357,7 @@ fn flush_of<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
             false => format!("{{\"id\":{id}}}\n"),
         })
         .collect();
-    let batch = decode_ndjson(table.schema(), rows.as_bytes(), &DecodeOptions::default()).unwrap();
-    FlushBatch {
-        table,
-        id: FlushId {
-            table: table.name().clone(),
-            partition: PartitionKey::Whole,
-            first_seq: seq,
-            last_seq: seq,
-        },
-        batches: vec![batch],
-    }
+    flush_rows(table, PartitionKey::Whole, seq, &rows)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

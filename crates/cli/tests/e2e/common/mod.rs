@@ -247,11 +247,17 @@ pub fn serve_with(config: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sluice.toml");
     std::fs::write(&path, config).unwrap();
+    serve_until_exit(&path, &dir.path().join("data"))
+}
+
+/// Runs `sluice serve --config CONFIG --data-dir DATA` until it exits: whether it succeeded,
+/// and its stderr. For starts that must stop.
+pub fn serve_until_exit(config: &Path, data: &Path) -> (bool, String) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&path)
+        .arg(config)
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(data)
         .output()
         .unwrap();
     (
