@@ -516,7 +516,8 @@ impl FileConfig {
                 .map_err(|e| e.within(&format!("{field}.throttle")))?;
             let def = TableDef::new(table_name, layout, policy)
                 .map_err(|e| e.within(&field))?
-                .with_throttle(throttle);
+                .with_throttle(throttle)
+                .declared();
             let sink = match &table.sink {
                 Some(sink) => known(&format!("{field}.sink"), sink)?,
                 None => default_sink.clone(),

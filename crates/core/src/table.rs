@@ -37,6 +37,10 @@ pub struct TableDef {
     sort_by: Vec<String>,
     policy: FlushPolicy,
     throttle: PartsThrottle,
+    /// Declared in the config: the operator's word, so a store holding the table with fewer
+    /// columns may add the layout's new ones. An inferred table, or one only the catalog
+    /// remembers, is fixed, and a store holding it with other columns refuses it.
+    declared: bool,
 }
 
 impl TableDef {
@@ -71,6 +75,7 @@ impl TableDef {
             sort_by: layout.sort_by,
             policy,
             throttle: PartsThrottle::default(),
+            declared: false,
         })
     }
 
@@ -83,6 +88,7 @@ impl TableDef {
             sort_by: Vec::new(),
             policy,
             throttle: PartsThrottle::default(),
+            declared: false,
         }
     }
 
@@ -126,6 +132,20 @@ impl TableDef {
     pub fn with_throttle(mut self, throttle: PartsThrottle) -> Self {
         self.throttle = throttle;
         self
+    }
+
+    /// The same table, declared in the config: a store may change an existing table to fit
+    /// its layout ([`TableDef::is_declared`]).
+    pub fn declared(mut self) -> Self {
+        self.declared = true;
+        self
+    }
+
+    /// Whether the table is declared in the config, where changing its layout is the
+    /// operator's word: a store holding it with fewer columns adds the new ones, where for an
+    /// inferred table it refuses.
+    pub fn is_declared(&self) -> bool {
+        self.declared
     }
 
     /// The layout to store or compare.

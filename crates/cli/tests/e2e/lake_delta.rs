@@ -1,7 +1,9 @@
 //! The lake as a Delta table shared by several writers: two sluice processes, each with its own
 //! data directory and write-ahead log, append to one table at once, and neither loses nor
 //! duplicates a row (each commit names its writer and flush; conflicting commits are retried).
-//! A table whose log disagrees with the configured layout is refused at start.
+//! A column added to the config is added to the table, even while another writer still runs
+//! the old config; a table whose log disagrees with the configured layout in a way no commit
+//! can change is refused at start.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,5 +78,73 @@ fn a_table_whose_log_disagrees_with_the_layout_is_refused() {
         stderr.contains("does not match the table's layout")
             && stderr.contains("column 'id' is long there, string here"),
         "{stderr}"
+    );
+}
+
+/// Inserts `ids` into table `t` of `server`, acknowledged once committed, each row with note
+/// `n<id>` when `note`.
+async fn insert_committed(server: &Server, ids: std::ops::Range<i64>, note: bool) {
+    let body: String = ids
+        .map(|id| match note {
+            true => format!("{{\"id\":{id},\"note\":\"n{id}\"}}\n"),
+            false => format!("{{\"id\":{id}}}\n"),
+        })
+        .collect();
+    let sent = reqwest::Client::new()
+        .post(server.url("/v1/tables/t/rows?ack=committed"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_to_the_config_is_added_to_the_table_while_another_writer_runs() {
+    let shared = tempfile::tempdir().unwrap();
+    let root = shared.path();
+    let config = |columns: &str| {
+        format!(
+            "[lake]\nroot = {root:?}\n[tables.t]\ncolumns = [{columns}]\n[tables.t.flush]\nmax_age = \"50ms\"\n"
+        )
+    };
+    let id = r#"{ name = "id", type = "int64", nullable = false }"#;
+    let mut old = Server::start(&config(id));
+    insert_committed(&old, 0..100, false).await;
+
+    // A second writer starts with the column added; one that may not be null is refused.
+    let (started, stderr) = common::serve_with(&config(&format!(
+        r#"{id}, {{ name = "note", type = "string", nullable = false }}"#
+    )));
+    assert!(
+        !started,
+        "started adding a column the table's rows have no value for"
+    );
+    assert!(
+        stderr.contains("it has no column 'note'")
+            && stderr.contains("declare the column nullable"),
+        "{stderr}"
+    );
+    let mut new = Server::start(&config(&format!(
+        r#"{id}, {{ name = "note", type = "string" }}"#
+    )));
+    insert_committed(&new, 100..200, true).await;
+    // The first writer's log is a version behind the schema change, which conflicts with its
+    // next commit: it reads the log again and lands.
+    insert_committed(&old, 200..300, false).await;
+    old.sigterm();
+    new.sigterm();
+    assert!(old.wait(Duration::from_secs(60)).success());
+    assert!(new.wait(Duration::from_secs(60)).success());
+
+    // The independent reader sees the column: null in the rows landed without it.
+    let read = delta_read(&root.join("t"), "note");
+    assert_eq!(read["rows"], 300, "{read}");
+    let counts = read["counts"].as_object().unwrap();
+    assert_eq!(counts["None"], 200, "{read}");
+    assert_eq!(counts.len(), 101, "{read}");
+    assert!(
+        (100..200).all(|id| counts[&format!("n{id}")] == 1),
+        "{read}"
     );
 }

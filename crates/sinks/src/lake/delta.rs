@@ -30,7 +30,9 @@ use std::time::Duration;
 
 use deltalake_core::checkpoints::cleanup_expired_logs_for;
 use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
-use deltalake_core::kernel::{Action, Add, LogicalFileView, Remove, StructField, Transaction};
+use deltalake_core::kernel::{
+    Action, Add, LogicalFileView, MetadataExt, Remove, StructField, StructType, Transaction,
+};
 use deltalake_core::logstore::LogStoreRef;
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
@@ -67,6 +69,10 @@ pub(crate) struct TableLog {
     /// moved by its own commits: every flush is checked against them, so a flush the log
     /// holds is never committed again, whatever asks for it.
     watermarks: HashMap<String, u64>,
+    /// The table's columns as the layout describes them.
+    fields: Vec<StructField>,
+    /// Whether the table's schema has been brought to `fields` ([`TableLog::conform_schema`]).
+    conformed: bool,
 }
 
 /// Active parts per partition of one table, readable without the log's lock.
@@ -74,7 +80,9 @@ pub(crate) type PartCounts = std::sync::RwLock<HashMap<PartitionKey, PartitionPa
 
 impl TableLog {
     /// Opens the table's log at `location`, creating the table when there is none. An
-    /// existing table must have the columns `table` describes.
+    /// existing table must hold the columns `table` describes with their types, or, for a
+    /// declared table, be one [`TableLog::conform_schema`] can bring to them; it changes
+    /// nothing yet.
     pub(crate) async fn open(
         config: &LakeConfig,
         location: &LakeRoot,
@@ -156,9 +164,19 @@ impl TableLog {
             .snapshot()
             .map_err(|e| delta_error(location, "load", e))?
             .clone();
-        check_columns(location, &state, &fields, &partition_columns)?;
+        let change = schema_change(location, &Current::of(&state), &fields, &partition_columns)?;
+        if !change.is_empty() && !table.is_declared() {
+            return Err(SinkError::permanent(
+                SINK,
+                format!(
+                    "the Delta table at {location} does not match the table's layout: it \
+                     would have to {change}, and sluice changes a table to fit only a layout \
+                     declared in the config"
+                ),
+            ));
+        }
         let log_store = delta.log_store();
-        Ok(Self {
+        let log = Self {
             location: location.clone(),
             files: TableFiles::new(&config.root, location, log_store.object_store(None)),
             log_store,
@@ -168,8 +186,74 @@ impl TableLog {
             uncertain: false,
             counts: Arc::default(),
             watermarks: HashMap::new(),
+            fields,
+            conformed: false,
+        };
+        Ok(log.counted())
+    }
+
+    /// Brings the table's schema to the layout's columns, one metadata commit per change:
+    /// columns the config added are added (nullable: the rows the table holds have no value for
+    /// them), columns the config made nullable lose their `NOT NULL`. Anything else that
+    /// differs (a column's type, the partitioning, a new column that may not be null) is
+    /// refused, and nothing is changed. A change that races with another writer's is planned
+    /// again from the newest version: when both add the same column, the second finds it there.
+    /// Done once per opening; rows are landed only after it.
+    pub(crate) async fn conform_schema(&mut self) -> Result<(), SinkError> {
+        if self.conformed {
+            return Ok(());
         }
-        .counted())
+        // Each change is one commit; a few more tries cover commits lost to other writers.
+        let mut attempts = self.fields.len() + SCHEMA_RETRIES;
+        loop {
+            let change = schema_change(
+                &self.location,
+                &Current::of(&self.state),
+                &self.fields,
+                &self.partition_columns,
+            )?;
+            let Some((schema, operation)) = change.next(&self.state.schema())? else {
+                self.conformed = true;
+                return Ok(());
+            };
+            let mapping = self
+                .state
+                .metadata()
+                .configuration()
+                .get(COLUMN_MAPPING_KEY);
+            if mapping.is_some_and(|mode| !mode.eq_ignore_ascii_case("none")) {
+                return Err(SinkError::permanent(
+                    SINK,
+                    format!(
+                        "the Delta table at {} maps its column names, and sluice cannot {} \
+                         there: {change}",
+                        self.location,
+                        operation.name().to_lowercase()
+                    ),
+                ));
+            }
+            let metadata = self
+                .state
+                .metadata()
+                .clone()
+                .with_schema(&schema)
+                .map_err(|e| delta_error(&self.location, "change the schema of", e.into()))?;
+            let properties = CommitProperties::default().with_cleanup_expired_logs(Some(false));
+            match self
+                .commit(properties, vec![Action::Metadata(metadata)], operation)
+                .await
+            {
+                Ok(()) => tracing::info!(table = %self.location, %change, "table schema changed"),
+                Err(e) if attempts == 0 => return Err(e),
+                // Lost to another writer's commit, or landed without our knowing: read the
+                // log again and see what is still to do.
+                Err(e) => {
+                    tracing::debug!(table = %self.location, error = %e, "schema change retried");
+                    self.refresh().await?;
+                }
+            }
+            attempts = attempts.saturating_sub(1);
+        }
     }
 
     /// Whether the last commit failed in a way that may have written it anyway.
@@ -203,15 +287,9 @@ impl TableLog {
 
     /// Commits files in one commit, with no flush identity (bulk loads).
     pub(crate) async fn commit_files(&mut self, adds: Vec<Add>) -> Result<(), SinkError> {
-        let operation = DeltaOperation::Write {
-            mode: SaveMode::Append,
-            partition_by: (!self.partition_columns.is_empty())
-                .then(|| self.partition_columns.clone()),
-            predicate: None,
-        };
         let properties = CommitProperties::default().with_cleanup_expired_logs(Some(false));
         let actions = adds.into_iter().map(Action::Add).collect();
-        self.commit(properties, actions, operation).await
+        self.append(properties, actions).await
     }
 
     /// Commits one flush's file, unless the log already holds the flush. Returns whether it
@@ -245,16 +323,41 @@ impl TableLog {
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(app.clone(), version))
             .with_cleanup_expired_logs(Some(false));
+        self.append(properties, vec![Action::Add(add)]).await?;
+        self.watermarks.insert(app, last_seq);
+        Ok(true)
+    }
+
+    /// Commits new files (no removals), planned again on the newest version when the commit
+    /// conflicts. Appends conflict only with a change of the table's metadata (another writer
+    /// added a column), and with every try planned on the version before that change, so
+    /// without reading the log again a writer could never commit after it. A conflict leaves
+    /// nothing written, so the next try cannot land the files twice.
+    async fn append(
+        &mut self,
+        properties: CommitProperties,
+        actions: Vec<Action>,
+    ) -> Result<(), SinkError> {
         let operation = DeltaOperation::Write {
             mode: SaveMode::Append,
             partition_by: (!self.partition_columns.is_empty())
                 .then(|| self.partition_columns.clone()),
             predicate: None,
         };
-        self.commit(properties, vec![Action::Add(add)], operation)
-            .await?;
-        self.watermarks.insert(app, last_seq);
-        Ok(true)
+        let mut retries = 0;
+        loop {
+            let committed = self
+                .commit(properties.clone(), actions.clone(), operation.clone())
+                .await;
+            match committed {
+                Err(e) if !self.uncertain && retries < APPEND_RETRIES => {
+                    tracing::debug!(table = %self.location, error = %e, "append retried");
+                    retries += 1;
+                    self.refresh().await?;
+                }
+                done => return done,
+            }
+        }
     }
 
     async fn commit(
@@ -493,6 +596,16 @@ impl TableLog {
     }
 }
 
+/// Tries an append gets again after a conflict, each on the version that beat the last.
+const APPEND_RETRIES: usize = 3;
+
+/// The table property naming how a table maps its column names to the files' (Delta's
+/// column mapping): sluice writes only tables that do not.
+const COLUMN_MAPPING_KEY: &str = "delta.columnMapping.mode";
+
+/// Tries a schema change gets beyond one per change, for commits lost to other writers'.
+const SCHEMA_RETRIES: usize = 3;
+
 /// The application id that guards compaction commits.
 const COMPACTOR_APP: &str = "sluice/compactor";
 
@@ -610,42 +723,158 @@ fn sync_log(log_dir: &Path, files: &[String]) -> std::io::Result<()> {
     fsio::sync_dir(log_dir)
 }
 
-/// Refuses a table whose log describes other columns than sluice's layout: writing would make
-/// files its readers cannot read.
-fn check_columns(
+/// How an existing table's schema differs from the layout's columns, in the ways a metadata
+/// commit can change: columns to add, and columns to make nullable.
+#[derive(Debug, Default, PartialEq)]
+struct SchemaChange {
+    add: Vec<StructField>,
+    relax: Vec<String>,
+}
+
+impl SchemaChange {
+    fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.relax.is_empty()
+    }
+
+    /// The next commit of this change to `current`: the schema after it and the operation it
+    /// records (every added column at once, or one column made nullable); `None` when there is
+    /// nothing to change.
+    fn next(
+        &self,
+        current: &StructType,
+    ) -> Result<Option<(StructType, DeltaOperation)>, SinkError> {
+        let (fields, operation): (Vec<StructField>, _) = if !self.add.is_empty() {
+            let fields = current.fields().chain(&self.add).cloned().collect();
+            let operation = DeltaOperation::AddColumn {
+                fields: self.add.clone(),
+            };
+            (fields, operation)
+        } else if let Some(name) = self.relax.first() {
+            let mut column = None;
+            let fields = current
+                .fields()
+                .map(|field| {
+                    let mut field = field.clone();
+                    if field.name() == name {
+                        field.nullable = true;
+                        column = Some(field.clone());
+                    }
+                    field
+                })
+                .collect();
+            let Some(column) = column else {
+                return Ok(None);
+            };
+            (fields, DeltaOperation::DropColumnNotNull { column })
+        } else {
+            return Ok(None);
+        };
+        let schema = StructType::try_new(fields).map_err(|e| {
+            SinkError::permanent(
+                SINK,
+                format!("cannot change the table's schema ({self}): {e}"),
+            )
+        })?;
+        Ok(Some((schema, operation)))
+    }
+}
+
+impl std::fmt::Display for SchemaChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let quoted = |names: &mut dyn Iterator<Item = &str>| {
+            names
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.add.is_empty() {
+            let names = quoted(&mut self.add.iter().map(|f| f.name().as_str()));
+            parts.push(format!("add {names}"));
+        }
+        if !self.relax.is_empty() {
+            let names = quoted(&mut self.relax.iter().map(String::as_str));
+            parts.push(format!("make {names} nullable"));
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// A table's schema and partition columns, as its log holds them.
+struct Current {
+    schema: Arc<StructType>,
+    partition_columns: Vec<String>,
+}
+
+impl Current {
+    fn of(state: &DeltaTableState) -> Self {
+        Self {
+            schema: state.schema(),
+            partition_columns: state.metadata().partition_columns().to_vec(),
+        }
+    }
+}
+
+/// What it takes to bring the table's schema (`current`) to the layout's `fields` and
+/// `partition_columns`. A difference no commit can make without rewriting the rows the table
+/// holds is refused, naming it: writing would make files its readers cannot read.
+fn schema_change(
     dir: &LakeRoot,
-    state: &DeltaTableState,
+    current: &Current,
     fields: &[StructField],
     partition_columns: &[String],
-) -> Result<(), SinkError> {
-    let schema = state.schema();
+) -> Result<SchemaChange, SinkError> {
     let mismatch = |what: String| {
         SinkError::permanent(
             SINK,
             format!("the Delta table at {dir} does not match the table's layout: {what}"),
         )
     };
-    for field in fields {
-        match schema.field(field.name()) {
-            None => return Err(mismatch(format!("it has no column '{}'", field.name()))),
-            Some(existing) if existing.data_type() != field.data_type() => {
-                return Err(mismatch(format!(
-                    "column '{}' is {} there, {} here",
-                    field.name(),
-                    existing.data_type(),
-                    field.data_type()
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    let existing: Vec<String> = state.metadata().partition_columns().to_vec();
+    let existing = &current.partition_columns;
     if existing != partition_columns {
         return Err(mismatch(format!(
             "it is partitioned by {existing:?}, the layout says {partition_columns:?}"
         )));
     }
-    Ok(())
+    let schema = &current.schema;
+    let mut change = SchemaChange::default();
+    for field in fields {
+        let name = field.name();
+        match schema.field(name) {
+            Some(existing) if existing.data_type() != field.data_type() => {
+                return Err(mismatch(format!(
+                    "column '{name}' is {} there, {} here",
+                    existing.data_type(),
+                    field.data_type()
+                )));
+            }
+            Some(existing) => {
+                if !existing.is_nullable() && field.is_nullable() {
+                    change.relax.push(name.clone());
+                }
+            }
+            None => {
+                if let Some(other) = schema
+                    .fields()
+                    .find(|f| f.name().eq_ignore_ascii_case(name))
+                {
+                    return Err(mismatch(format!(
+                        "its column '{}' is '{name}' here, and a Delta table takes names that \
+                         differ only in case for one column",
+                        other.name()
+                    )));
+                }
+                if !field.is_nullable() {
+                    return Err(mismatch(format!(
+                        "it has no column '{name}', and the rows it holds have no value for \
+                         it: declare the column nullable to add it"
+                    )));
+                }
+                change.add.push(field.clone());
+            }
+        }
+    }
+    Ok(change)
 }
 
 /// Refuses a table with column names that differ only in case, which a Delta table takes for
@@ -676,4 +905,109 @@ fn delta_error(location: &LakeRoot, action: &str, e: DeltaTableError) -> SinkErr
 
 fn io_error(path: &Path, e: std::io::Error) -> SinkError {
     SinkError::retriable(SINK, format!("cannot sync {}: {e}", path.display())).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use deltalake_core::kernel::{DataType, PrimitiveType};
+
+    use super::*;
+
+    fn field(name: &str, ty: PrimitiveType, nullable: bool) -> StructField {
+        StructField::new(name, DataType::Primitive(ty), nullable)
+    }
+
+    /// A table of `id` (a long, not null) and `name` (a string, nullable), unpartitioned.
+    fn current() -> Current {
+        let fields = [
+            field("id", PrimitiveType::Long, false),
+            field("name", PrimitiveType::String, true),
+        ];
+        Current {
+            schema: Arc::new(StructType::try_new(fields).unwrap()),
+            partition_columns: vec![],
+        }
+    }
+
+    fn change(fields: &[StructField], partitions: &[&str]) -> Result<SchemaChange, String> {
+        let dir = LakeRoot::Folder("/lake/t".into());
+        let partitions: Vec<String> = partitions.iter().map(|p| (*p).to_owned()).collect();
+        schema_change(&dir, &current(), fields, &partitions).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn new_nullable_columns_are_added_and_relaxed_ones_made_nullable() {
+        let (id, name) = (
+            field("id", PrimitiveType::Long, true),
+            field("name", PrimitiveType::String, true),
+        );
+        let note = field("note", PrimitiveType::String, true);
+        // The same columns, one dropped, or one made required: nothing to commit.
+        let same = [field("id", PrimitiveType::Long, false), name.clone()];
+        assert_eq!(change(&same, &[]).unwrap(), SchemaChange::default());
+        assert_eq!(change(&same[..1], &[]).unwrap(), SchemaChange::default());
+        let required = [same[0].clone(), field("name", PrimitiveType::String, false)];
+        assert_eq!(change(&required, &[]).unwrap(), SchemaChange::default());
+
+        let wanted = [id, name, note.clone()];
+        let planned = change(&wanted, &[]).unwrap();
+        assert_eq!(planned.add, std::slice::from_ref(&note));
+        assert_eq!(planned.relax, ["id"]);
+        assert_eq!(planned.to_string(), "add 'note', make 'id' nullable");
+        // The additions commit first, then each relaxed column.
+        let (schema, operation) = planned.next(&current().schema).unwrap().unwrap();
+        assert!(matches!(operation, DeltaOperation::AddColumn { fields } if fields == [note]));
+        let names: Vec<&String> = schema.fields().map(StructField::name).collect();
+        assert_eq!(names, ["id", "name", "note"]);
+        let relax_only = SchemaChange {
+            add: vec![],
+            relax: vec!["id".into()],
+        };
+        let (schema, operation) = relax_only.next(&current().schema).unwrap().unwrap();
+        assert!(
+            matches!(operation, DeltaOperation::DropColumnNotNull { column } if column.name() == "id")
+        );
+        assert!(schema.fields().all(StructField::is_nullable));
+        assert!(
+            SchemaChange::default()
+                .next(&current().schema)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn changes_that_would_need_the_rows_rewritten_are_refused_by_name() {
+        let id = field("id", PrimitiveType::Long, false);
+        let cases = [
+            (
+                vec![id.clone(), field("tag", PrimitiveType::String, false)],
+                vec![],
+                "it has no column 'tag', and the rows it holds have no value for it",
+            ),
+            (
+                vec![field("id", PrimitiveType::String, false)],
+                vec![],
+                "column 'id' is long there, string here",
+            ),
+            (
+                vec![id.clone(), field("Name", PrimitiveType::String, true)],
+                vec![],
+                "its column 'name' is 'Name' here",
+            ),
+            (
+                vec![id.clone()],
+                vec!["id"],
+                "it is partitioned by [], the layout says [\"id\"]",
+            ),
+        ];
+        for (fields, partitions, expected) in cases {
+            let refused = change(&fields, &partitions).unwrap_err();
+            assert!(
+                refused.contains("the Delta table at /lake/t does not match the table's layout")
+                    && refused.contains(expected),
+                "{refused}"
+            );
+        }
+    }
 }

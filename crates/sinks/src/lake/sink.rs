@@ -96,7 +96,7 @@ impl LakeSink {
         sync: bool,
     ) -> Result<u64, SinkError> {
         const FILES_PER_COMMIT: usize = 1_000;
-        let (log, store) = self.log(table).await?;
+        let (log, store) = self.log(table, Purpose::Write).await?;
         let mut files = 0;
         let mut chunks = batches.into_iter().peekable();
         while chunks.peek().is_some() {
@@ -148,7 +148,7 @@ impl LakeSink {
         {
             return Ok(CompactionReport::default());
         }
-        let (log, _) = self.log(table).await?;
+        let (log, _) = self.log(table, Purpose::Compact).await?;
         let retention = self.config.file_retention;
         let merges = compact::compact(&self.config, &log, table, policy, progress);
         if retention.is_zero() {
@@ -229,14 +229,28 @@ impl LakeSink {
         }
     }
 
-    /// The table's log and its data files, opening (or creating) the table on first use.
-    async fn log(&self, table: &TableDef) -> Result<(Arc<Mutex<TableLog>>, TableFiles), SinkError> {
+    /// The table's log and its data files, opening (or creating) the table on first use, and
+    /// for [`Purpose::Write`] bringing its schema to the layout first.
+    async fn log(
+        &self,
+        table: &TableDef,
+        purpose: Purpose,
+    ) -> Result<(Arc<Mutex<TableLog>>, TableFiles), SinkError> {
         let mut logs = self.logs.lock().await;
         if let Some((_, log, files)) = logs.get(table.name()) {
-            return Ok((log.clone(), files.clone()));
+            let (log, files) = (log.clone(), files.clone());
+            // Not under the sink's lock: another table's flush must not wait for this log.
+            drop(logs);
+            if purpose == Purpose::Write {
+                log.lock().await.conform_schema().await?;
+            }
+            return Ok((log, files));
         }
         let location = self.config.root.table(table.name().as_str());
-        let opened = TableLog::open(&self.config, &location, table).await?;
+        let mut opened = TableLog::open(&self.config, &location, table).await?;
+        if purpose == Purpose::Write {
+            opened.conform_schema().await?;
+        }
         let counts = opened.counts();
         let files = opened.files().clone();
         let log = Arc::new(Mutex::new(opened));
@@ -250,6 +264,17 @@ impl LakeSink {
         };
         Ok((log, files))
     }
+}
+
+/// What a table's log is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// Landing rows: the table's schema takes the layout's new columns first, so readers see
+    /// them.
+    Write,
+    /// Rewriting the files it holds, which needs no change of its schema: `sluice compact` run
+    /// with a config that adds a column leaves the table as it is.
+    Compact,
 }
 
 impl LakeSink {
@@ -314,7 +339,7 @@ impl Sink for LakeSink {
                         SinkError::retriable(SINK, format!("cannot prepare the table folder: {e}"))
                     })?;
             }
-            self.log(table).await.map(drop)
+            self.log(table, Purpose::Write).await.map(drop)
         })
     }
 
@@ -324,7 +349,7 @@ impl Sink for LakeSink {
         table: &'a TableDef,
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         Box::pin(async move {
-            let (log, _) = self.log(table).await?;
+            let (log, _) = self.log(table, Purpose::Write).await?;
             let mut log = log.lock().await;
             log.watermarks(&self.writer).await
         })
@@ -332,7 +357,7 @@ impl Sink for LakeSink {
 
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
         Box::pin(async move {
-            let (log, files) = self.log(flush.table).await?;
+            let (log, files) = self.log(flush.table, Purpose::Write).await?;
             let config = self.config.clone();
             let table = flush.table.clone();
             let id = flush.id.clone();

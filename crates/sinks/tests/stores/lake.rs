@@ -360,6 +360,35 @@ fn flush_of<'a>(table: &'a TableDef, seq: u64, ids: &[i64]) -> FlushBatch<'a> {
     flush_rows(table, PartitionKey::Whole, seq, &rows)
 }
 
+/// Every row of table `w` in `dir` (its live files): id and note (`None` when null, or in a file
+/// without the column). Fails on an id seen twice.
+async fn notes(dir: &std::path::Path) -> HashMap<i64, Option<String>> {
+    let mut notes = HashMap::new();
+    for file in live_files(dir).await.unwrap() {
+        let file = File::open(dir.join(&file.relative)).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let ids = batch
+                .column_by_name("id")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            let note = batch.column_by_name("note").map(|c| c.as_string::<i32>());
+            for row in 0..batch.num_rows() {
+                let id = ids.value(row);
+                let value = note
+                    .filter(|note| !note.is_null(row))
+                    .map(|note| note.value(row).to_owned());
+                assert!(notes.insert(id, value).is_none(), "id {id} twice");
+            }
+        }
+    }
+    notes
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout() {
     for sorted in [false, true] {
@@ -390,34 +419,131 @@ async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout()
 
         // Every row once; the first 35 flushes' notes kept, the others' null.
         let table_dir = dir.path().join("w");
-        let live = live_files(&table_dir).await.unwrap();
-        assert_eq!(live.len(), 1);
-        let file = File::open(table_dir.join(&live[0].relative)).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap();
-        let mut notes: HashMap<i64, Option<String>> = HashMap::new();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let ids = batch
-                .column_by_name("id")
-                .unwrap()
-                .as_primitive::<Int64Type>();
-            let note = batch
-                .column_by_name("note")
-                .expect("the merged file lost the column `note`")
-                .as_string::<i32>();
-            for row in 0..batch.num_rows() {
-                let id = ids.value(row);
-                let value = (!note.is_null(row)).then(|| note.value(row).to_owned());
-                assert!(notes.insert(id, value).is_none(), "id {id} twice");
-            }
-        }
+        assert_eq!(live_files(&table_dir).await.unwrap().len(), 1);
+        let notes = notes(&table_dir).await;
         assert_eq!(notes.len(), 210, "sorted: {sorted}");
         for (id, note) in notes {
             let expected = (id / 10 <= 35).then(|| format!("n{id}"));
             assert_eq!(note, expected, "id {id}, sorted: {sorted}");
         }
     }
+}
+
+/// The columns of the Delta table in `dir` as its log describes them: name and nullable.
+async fn delta_columns(dir: &std::path::Path) -> Vec<(String, bool)> {
+    let url = url::Url::from_directory_path(dir).unwrap();
+    let table = deltalake_core::open_table(url).await.unwrap();
+    let schema = table.snapshot().unwrap().schema();
+    schema
+        .fields()
+        .map(|f| (f.name().clone(), f.is_nullable()))
+        .collect()
+}
+
+/// A lake sink on `root` writing as the writer whose identity is kept in `root/<writer>`.
+fn writer(root: &std::path::Path, writer: &str) -> LakeSink {
+    let config = LakeConfig {
+        state_dir: root.join(writer),
+        ..LakeConfig::new(root)
+    };
+    LakeSink::new(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_land_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("w");
+    let ids = |seq: u64| -> Vec<i64> { (seq as i64 * 10..seq as i64 * 10 + 3).collect() };
+    let (before, after) = (layout(false, false), layout(true, false).declared());
+    let old = writer(dir.path(), "old");
+    old.create_table(&before).await.unwrap();
+    for seq in 1..=3 {
+        old.write(flush_of(&before, seq, &ids(seq))).await.unwrap();
+    }
+    let id_only = vec![("id".to_owned(), false)];
+    assert_eq!(delta_columns(&table_dir).await, id_only);
+
+    // Compacting with the new layout merges the files and leaves the schema as it is.
+    let policy = CompactionPolicy {
+        fanin: 2,
+        ..CompactionPolicy::default()
+    };
+    let compactor = writer(dir.path(), "compactor");
+    let report = compactor.compact(&after, policy, &|_, _| {}).await.unwrap();
+    assert!(report.merges > 0, "{report:?}");
+    assert_eq!(delta_columns(&table_dir).await, id_only);
+
+    // A layout that is not declared (inferred, or only remembered) changes no table.
+    let refused = writer(dir.path(), "inferred")
+        .create_table(&layout(true, false))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("it would have to add 'note'")
+            && refused.contains("only a layout declared in the config"),
+        "{refused}"
+    );
+    assert_eq!(delta_columns(&table_dir).await, id_only);
+
+    // A writer with the new layout adds the column, nullable, and lands rows with it.
+    let new = writer(dir.path(), "new");
+    new.create_table(&after).await.unwrap();
+    let with_note = vec![("id".to_owned(), false), ("note".to_owned(), true)];
+    assert_eq!(delta_columns(&table_dir).await, with_note);
+    for seq in 4..=6 {
+        new.write(flush_of(&after, seq, &ids(seq))).await.unwrap();
+    }
+    // The old writer's log is behind the schema change, which conflicts with every commit
+    // planned before it: it reads the log again and lands, at the first try.
+    old.write(flush_of(&before, 7, &ids(7))).await.unwrap();
+
+    let notes = notes(&table_dir).await;
+    assert_eq!(notes.len(), 21);
+    for (id, note) in notes {
+        let expected = (4..=6).contains(&(id / 10)).then(|| format!("n{id}"));
+        assert_eq!(note, expected, "id {id}");
+    }
+
+    // A column made nullable loses its NOT NULL; a new one that may not be null is refused,
+    // changing nothing.
+    let relaxed = TableLayout {
+        columns: vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("note", ColumnType::String),
+        ],
+        partition_by: String::new(),
+        sort_by: vec![],
+    };
+    let relaxed = TableDef::new(
+        TableName::new("w").unwrap(),
+        relaxed,
+        FlushPolicy::default(),
+    );
+    writer(dir.path(), "new")
+        .create_table(&relaxed.unwrap().declared())
+        .await
+        .unwrap();
+    let nullable = vec![("id".to_owned(), true), ("note".to_owned(), true)];
+    assert_eq!(delta_columns(&table_dir).await, nullable);
+    let mut required = after.layout();
+    required
+        .columns
+        .push(Column::new("tag", ColumnType::String).required());
+    let required = TableDef::new(
+        TableName::new("w").unwrap(),
+        required,
+        FlushPolicy::default(),
+    );
+    let refused = writer(dir.path(), "new")
+        .create_table(&required.unwrap().declared())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("it has no column 'tag'")
+            && refused.contains("declare the column nullable"),
+        "{refused}"
+    );
+    assert_eq!(delta_columns(&table_dir).await, nullable);
 }
