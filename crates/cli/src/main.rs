@@ -85,8 +85,78 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, each said once. Most of sluice's messages quote their cause, to
+/// read whole in a log line or an HTTP answer, and keep it as their source as well; printing
+/// the chain as it is would repeat each cause (three times for a Delta log that cannot be read).
+fn describe(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose message may quote its source, as sluice's do.
+    #[derive(Debug)]
+    struct Quoting {
+        message: String,
+        source: Option<Box<Quoting>>,
+    }
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.message)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.source.as_deref().map(|s| s as _)
+        }
+    }
+
+    fn quoting(message: &str, source: Option<Quoting>) -> Quoting {
+        Quoting {
+            message: message.to_owned(),
+            source: source.map(Box::new),
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let json = quoting("Json error: unexpected 'g'", None);
+        let kernel = quoting("Kernel error: Json error: unexpected 'g'", Some(json));
+        let sink = quoting(
+            "cannot load the Delta log of t: Kernel error: Json error: unexpected 'g'",
+            Some(kernel),
+        );
+        let e = anyhow::Error::new(sink).context("cannot start the pipeline");
+        assert_eq!(
+            describe(&e),
+            "cannot start the pipeline: cannot load the Delta log of t: Kernel error: Json \
+             error: unexpected 'g'"
+        );
+        // Causes a message does not quote are kept.
+        let e = anyhow::Error::new(quoting(
+            "cannot bind",
+            Some(quoting("address in use", None)),
+        ));
+        assert_eq!(describe(&e), "cannot bind: address in use");
     }
 }
