@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::{self, Server, assert_exactly_once, delta_read, id_counts};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress};
+use sluice_lab::load::{Endpoint, Progress, http_post};
 
 /// Table `load` in a lake shared at `root`, flushing often so the two writers' commits race.
 fn shared_config(root: &std::path::Path) -> String {
@@ -90,13 +90,10 @@ async fn insert_committed(server: &Server, ids: std::ops::Range<i64>, note: bool
             false => format!("{{\"id\":{id}}}\n"),
         })
         .collect();
-    let sent = reqwest::Client::new()
-        .post(server.url("/v1/tables/t/rows?ack=committed"))
-        .body(body)
-        .send()
+    let (status, text) = http_post(server.addr, "/v1/tables/t/rows?ack=committed", body)
         .await
         .unwrap();
-    assert_eq!(sent.status(), 200, "{:?}", sent.text().await);
+    assert_eq!(status, 200, "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -344,6 +344,11 @@ fn layout(note: bool, sorted: bool) -> TableDef {
         partition_by: String::new(),
         sort_by: if sorted { vec!["id".into()] } else { vec![] },
     };
+    table_w(layout)
+}
+
+/// Table `w` with `layout`.
+fn table_w(layout: TableLayout) -> TableDef {
     TableDef::new(TableName::new("w").unwrap(), layout, FlushPolicy::default()).unwrap()
 }
 
@@ -449,6 +454,11 @@ fn writer(root: &std::path::Path, writer: &str) -> LakeSink {
     LakeSink::new(config).unwrap()
 }
 
+/// Why `lake` refuses to make or open `table`.
+async fn refusal(lake: &LakeSink, table: &TableDef) -> String {
+    lake.create_table(table).await.unwrap_err().to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_land_after_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -474,11 +484,7 @@ async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_la
     assert_eq!(delta_columns(&table_dir).await, id_only);
 
     // A layout that is not declared (inferred, or only remembered) changes no table.
-    let refused = writer(dir.path(), "inferred")
-        .create_table(&layout(true, false))
-        .await
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&writer(dir.path(), "inferred"), &layout(true, false)).await;
     assert!(
         refused.contains("it would have to add 'note'")
             && refused.contains("only a layout declared in the config"),
@@ -515,13 +521,8 @@ async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_la
         partition_by: String::new(),
         sort_by: vec![],
     };
-    let relaxed = TableDef::new(
-        TableName::new("w").unwrap(),
-        relaxed,
-        FlushPolicy::default(),
-    );
     writer(dir.path(), "new")
-        .create_table(&relaxed.unwrap().declared())
+        .create_table(&table_w(relaxed).declared())
         .await
         .unwrap();
     let nullable = vec![("id".to_owned(), true), ("note".to_owned(), true)];
@@ -530,16 +531,7 @@ async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_la
     required
         .columns
         .push(Column::new("tag", ColumnType::String).required());
-    let required = TableDef::new(
-        TableName::new("w").unwrap(),
-        required,
-        FlushPolicy::default(),
-    );
-    let refused = writer(dir.path(), "new")
-        .create_table(&required.unwrap().declared())
-        .await
-        .unwrap_err()
-        .to_string();
+    let refused = refusal(&writer(dir.path(), "new"), &table_w(required).declared()).await;
     assert!(
         refused.contains("it has no column 'tag'")
             && refused.contains("declare the column nullable"),
