@@ -9,6 +9,7 @@
 //!   once.
 //! - [`ledger`]: the ledger the database sinks keep.
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
+//! - `fit`: how the database sinks fit a table that exists to its layout (columns added).
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //!
 //! Every sink implements [`sluice_core::Sink`] and classifies its errors as retriable or not.
@@ -16,6 +17,7 @@
 
 pub mod catalog;
 pub mod clickhouse;
+pub(crate) mod fit;
 pub mod fsio;
 pub mod lake;
 pub mod ledger;

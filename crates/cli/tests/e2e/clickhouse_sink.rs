@@ -1,6 +1,7 @@
 //! Into a real ClickHouse server (Debian's 18.16, started by `scripts/services/clickhouse.sh`):
-//! single-row producers across a SIGKILL land at least once and are counted; a batch the table
-//! cannot take goes to the dead-letter folder with ClickHouse's words; `Too many parts` is waited
+//! single-row producers across a SIGKILL land at least once and are counted; a table made by
+//! hand gets the columns the config adds; a batch the table cannot take goes to the dead-letter
+//! folder with ClickHouse's words; `Too many parts` is waited
 //! out, never dropped; and pacing keeps a partition's part count away from the limits.
 
 use std::collections::HashMap;
@@ -120,9 +121,52 @@ async fn single_row_producers_land_at_least_once_across_a_crash() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_made_by_hand_gets_the_columns_the_config_adds() {
+    let ch = ClickHouse::start().unwrap();
+    ch.query("CREATE TABLE load (id Int64, status Int32) ENGINE = MergeTree() ORDER BY id")
+        .await
+        .unwrap();
+    ch.query("INSERT INTO load VALUES (0, 7)").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &ch, "");
+    let mut server =
+        ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+    let (status, message) = http_post(
+        server.addr,
+        "/v1/tables/load/rows",
+        "{\"id\":1,\"service\":\"api\",\"status\":200}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{message}");
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+
+    let types = ch
+        .query(
+            "SELECT name, type FROM system.columns WHERE database = 'default' AND table = \
+             'load' FORMAT TabSeparated",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        types,
+        "id\tInt64\nstatus\tInt32\nts\tNullable(DateTime(\\'UTC\\'))\nservice\tNullable(String)\n\
+         endpoint\tNullable(String)\nlatency_ms\tNullable(Float64)\nbytes\tNullable(Int64)\n\
+         request_id\tNullable(String)\nuser_id\tNullable(Int64)\n"
+    );
+    // The row landed before reads the added column as null.
+    let rows = ch
+        .query("SELECT id, status, service FROM load ORDER BY id FORMAT TabSeparated")
+        .await
+        .unwrap();
+    assert_eq!(rows, "0\t7\t\\N\n1\t200\tapi\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_the_table_cannot_take_goes_to_the_dead_letter_folder() {
     let ch = ClickHouse::start().unwrap();
-    ch.query("CREATE TABLE load (id Int64) ENGINE = MergeTree() ORDER BY id")
+    ch.query("CREATE TABLE load (id Int64, service Date) ENGINE = MergeTree() ORDER BY id")
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -139,12 +183,17 @@ async fn a_batch_the_table_cannot_take_goes_to_the_dead_letter_folder() {
     .unwrap();
     assert_eq!(status, 502, "{message}");
     assert!(
-        message.contains("Unknown field") && message.contains("_dead"),
+        message.contains("Cannot parse")
+            && message.contains("the value of key service")
+            && message.contains("_dead"),
         "{message}"
     );
     let (kept, note) = common::dead_letter(&data, "load");
     assert_eq!(kept.lines().count(), 2, "{kept}");
-    assert!(note.contains("ClickHouse code 117"), "{note}");
+    assert!(
+        note.contains("ClickHouse code 27") && note.contains("key service"),
+        "{note}"
+    );
     let page = http_get(server.addr, "/metrics").await.unwrap();
     assert_eq!(table_metric(&page, "sluice_dead_letter_rows_total"), 2.0);
 

@@ -1,6 +1,7 @@
 //! Into a real PostgreSQL server (started by `scripts/services/postgres.sh`): every row exactly
-//! once through the ledger, a server restart in the middle of the load that loses nothing, and a
-//! table that does not fit sending its batch to the dead-letter folder with PostgreSQL's words.
+//! once through the ledger, a server restart in the middle of the load that loses nothing, a
+//! table made by hand given the config's columns, a batch it refuses sent to the dead-letter
+//! folder with PostgreSQL's words, and a table no insert could fill stopping the start.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -87,12 +88,30 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
     assert_eq!((found.lost, found.duplicated), (0, 0), "{found:?}");
 }
 
+async fn columns(url: &str) -> Vec<(String, bool)> {
+    client(url)
+        .await
+        .query(
+            "SELECT column_name::text, is_nullable = 'YES' FROM information_schema.columns \
+             WHERE table_name = 'load' ORDER BY ordinal_position",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
+async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_letter_folder() {
     let pg = Postgres::start().unwrap();
     client(&pg.url)
         .await
-        .batch_execute("CREATE TABLE load (id bigint NOT NULL, legacy_column text NOT NULL)")
+        .batch_execute(
+            "CREATE TABLE load (id bigint NOT NULL CHECK (id > 100), service text NOT NULL); \
+             INSERT INTO load VALUES (200, 'old')",
+        )
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -105,6 +124,31 @@ async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
     )
     .unwrap();
 
+    // The config's other columns were added, and `service`, nullable there, lost its NOT NULL.
+    let fitted = columns(&pg.url).await;
+    let names: Vec<&str> = fitted.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "id",
+            "service",
+            "ts",
+            "endpoint",
+            "status",
+            "latency_ms",
+            "bytes",
+            "request_id",
+            "user_id"
+        ]
+    );
+    assert!(
+        fitted
+            .iter()
+            .all(|(name, nullable)| *nullable == (name != "id")),
+        "{fitted:?}"
+    );
+
+    // A batch the table's CHECK refuses is kept whole in the dead-letter folder.
     let response = reqwest::Client::new()
         .post(format!("http://{}/v1/tables/load/rows", server.addr))
         .body("{\"id\":1,\"service\":\"api\"}\n{\"id\":2,\"service\":\"web\"}")
@@ -115,7 +159,7 @@ async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
     assert_eq!(response.headers()["x-sluice-error"], "store_refused");
     let message = response.text().await.unwrap();
     assert!(
-        message.contains("does not exist") && message.contains("_dead"),
+        message.contains("violates check constraint") && message.contains("_dead"),
         "{message}"
     );
 
@@ -125,26 +169,68 @@ async fn a_table_that_does_not_fit_goes_to_the_dead_letter_folder() {
         kept.contains("\"id\":1") && kept.contains("\"service\":\"web\""),
         "{kept}"
     );
-    assert!(
-        note.contains("column \"ts\" of relation \"load\" does not exist"),
-        "{note}"
-    );
+    assert!(note.contains("load_id_check"), "{note}");
 
     let metrics = http_get(server.addr, "/metrics").await.unwrap();
     assert!(
         metrics.contains("sluice_dead_letter_rows_total{table=\"load\"} 2"),
         "{metrics}"
     );
-    // The table is not blocked: the next batch is tried (and kept) too.
+    // The table is not blocked: the next batch lands, in the added columns too, and without
+    // the `service` the table once required.
     let again = reqwest::Client::new()
         .post(format!("http://{}/v1/tables/load/rows", server.addr))
-        .body("{\"id\":3}")
+        .body("{\"id\":300,\"endpoint\":\"/x\"}")
         .send()
         .await
         .unwrap();
-    assert_eq!(again.status(), 502);
+    assert_eq!(again.status(), 200);
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let rows: Vec<(i64, Option<String>, Option<String>)> = client(&pg.url)
+        .await
+        .query("SELECT id, service, endpoint FROM load ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (200, Some("old".to_owned()), None),
+            (300, None, Some("/x".to_owned()))
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_with_a_required_column_the_config_lacks_stops_the_start() {
+    let pg = Postgres::start().unwrap();
+    client(&pg.url)
+        .await
+        .batch_execute("CREATE TABLE load (id bigint NOT NULL, legacy_column text NOT NULL)")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let (started, stderr) = common::serve_until_exit(&config, &dir.path().join("data"));
+    assert!(!started, "{stderr}");
+    assert!(
+        stderr.contains(
+            "table load exists in the store and has a column 'legacy_column' that \
+             may not be null and has no default"
+        ),
+        "{stderr}"
+    );
+    // Nothing was changed.
+    assert_eq!(
+        columns(&pg.url).await,
+        [
+            ("id".to_owned(), false),
+            ("legacy_column".to_owned(), false)
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

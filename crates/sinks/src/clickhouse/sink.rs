@@ -15,6 +15,7 @@ use super::client::{ChError, Client, TOO_MANY_PARTS, UNKNOWN_TABLE, gzip};
 use super::config::ClickHouseConfig;
 use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
 use super::types::{column_ddl, literal, ndjson, prepare, quote};
+use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{self, LEDGER_TABLE};
 
 /// The ledger is rewritten to one row per table and partition at start once it holds more rows
@@ -154,12 +155,17 @@ impl ClickHouseSink {
         ))
     }
 
+    /// Creates the table, or fits the one that exists to the layout ([`fit`]): a column the
+    /// config added is added (the rows the table holds get its default: null, or the type's
+    /// zero for a column that may not be null, as ClickHouse does for any column an insert
+    /// leaves out).
     async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
         let sql = self.create_sql(table)?;
         self.client
             .query(&sql)
             .await
             .map_err(|e| e.into_sink_error(&format!("cannot create table {}", table.name())))?;
+        self.fit(table).await?;
         // The table may have existed with settings of its own.
         let query = format!(
             "SELECT create_table_query FROM system.tables WHERE database = {} AND name = {} \
@@ -187,6 +193,82 @@ impl ClickHouseSink {
             },
         );
         Ok(())
+    }
+
+    /// Adds the columns the table lacks, one `ALTER TABLE` each (a column another process
+    /// added meanwhile is found there when the columns are read again).
+    async fn fit(&self, table: &TableDef) -> Result<(), SinkError> {
+        let name = table.name().as_str();
+        let can = Abilities {
+            any_case: false,
+            adds_required: true,
+            drops_not_null: false,
+        };
+        let existing = self.store_columns(name).await?;
+        let fit = fit::plan(SINK, table, &existing, can)?;
+        for field in &fit.kept_not_null {
+            tracing::warn!(
+                table = name,
+                column = %field.name(),
+                "the column is not Nullable in ClickHouse: a flush with a row without a value \
+                 for it is refused"
+            );
+        }
+        for field in &fit.add {
+            let sql = format!(
+                "ALTER TABLE {} ADD COLUMN {}",
+                self.table_path(name),
+                column_ddl(field).map_err(|e| SinkError::permanent(SINK, e))?
+            );
+            if let Err(error) = self.client.query(&sql).await {
+                let added = self
+                    .store_columns(name)
+                    .await?
+                    .iter()
+                    .any(|c| c.name == *field.name());
+                if !added {
+                    return Err(error.into_sink_error(&format!(
+                        "cannot add column {} to {name}",
+                        field.name()
+                    )));
+                }
+            }
+        }
+        if !fit.is_empty() {
+            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
+        }
+        Ok(())
+    }
+
+    /// The table's columns as `system.columns` lists them. ClickHouse fills a column an insert
+    /// leaves out with its default, so none is required; one that is not `Nullable` cannot
+    /// take a null.
+    async fn store_columns(&self, table: &str) -> Result<Vec<StoreColumn>, SinkError> {
+        let query = format!(
+            "SELECT name, type FROM system.columns WHERE database = {} AND table = {} \
+             FORMAT JSONEachRow",
+            literal(&self.config.database),
+            literal(table)
+        );
+        let text = self
+            .client
+            .query(&query)
+            .await
+            .map_err(|e| e.into_sink_error(&format!("cannot read the columns of {table}")))?;
+        text.lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| {
+                let row: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                    SinkError::retriable(SINK, format!("cannot read the columns of {table}: {e}"))
+                })?;
+                let ty = row["type"].as_str().unwrap_or_default();
+                Ok(StoreColumn {
+                    name: row["name"].as_str().unwrap_or_default().to_owned(),
+                    required: false,
+                    not_null: !ty.starts_with("Nullable("),
+                })
+            })
+            .collect()
     }
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {

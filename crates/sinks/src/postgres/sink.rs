@@ -13,6 +13,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::config::PostgresConfig;
 use super::types::{Value, pg_type, quote, value};
+use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{self, LEDGER_TABLE};
 
 const SINK: &str = "postgres";
@@ -52,6 +53,37 @@ fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
     } else {
         SinkError::permanent(SINK, message)
     }
+}
+
+/// The columns of the table `name` resolves to on the search path, as the catalog declares
+/// them; none when there is no such table. A column is required when it is `NOT NULL` and
+/// nothing fills it: no default, not an identity, not generated.
+async fn store_columns(
+    client: &tokio_postgres::Client,
+    name: &str,
+) -> Result<Vec<StoreColumn>, SinkError> {
+    let rows = client
+        .query(
+            "SELECT a.attname::text, a.attnotnull, \
+                    a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
+             FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+            &[&quote(name)],
+        )
+        .await
+        .map_err(|e| classify(&e, &format!("cannot read the columns of {name}")))?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let (not_null, filled): (bool, bool) = (row.get(1), row.get(2));
+            StoreColumn {
+                name: row.get(0),
+                required: not_null && !filled,
+                not_null,
+            }
+        })
+        .collect())
 }
 
 impl PostgresSink {
@@ -101,7 +133,46 @@ impl PostgresSink {
             .map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))
     }
 
+    /// Creates the table, or fits the one that exists to the layout ([`fit`]) in one
+    /// `ALTER TABLE` (columns added `IF NOT EXISTS`, so two processes opening one table at once
+    /// both succeed).
     async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
+        let name = table.name().as_str();
+        let client = self.client().await?;
+        let existing = store_columns(&client, name).await?;
+        if !existing.is_empty() {
+            let can = Abilities {
+                any_case: false,
+                adds_required: false,
+                drops_not_null: true,
+            };
+            let fit = fit::plan(SINK, table, &existing, can)?;
+            if fit.is_empty() {
+                return Ok(());
+            }
+            let mut changes = Vec::new();
+            for field in &fit.add {
+                let (ty, _) =
+                    pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+                changes.push(format!(
+                    "ADD COLUMN IF NOT EXISTS {} {ty}",
+                    quote(field.name())
+                ));
+            }
+            for field in &fit.relax {
+                changes.push(format!(
+                    "ALTER COLUMN {} DROP NOT NULL",
+                    quote(field.name())
+                ));
+            }
+            let sql = format!("ALTER TABLE {} {}", quote(name), changes.join(", "));
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| classify(&e, &format!("cannot change table {name} to fit")))?;
+            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
+            return Ok(());
+        }
         let mut columns = Vec::new();
         for field in table.schema().arrow().fields() {
             let (ty, _) = pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
@@ -110,19 +181,15 @@ impl PostgresSink {
         }
         let sql = format!(
             "CREATE TABLE IF NOT EXISTS {} ({})",
-            quote(table.name().as_str()),
+            quote(name),
             columns.join(", ")
         );
-        let client = self.client().await?;
         match client.batch_execute(&sql).await {
             Ok(()) => Ok(()),
             // Two processes creating one table at once: the loser's CREATE hits the catalog's
             // unique index. The table exists, which is all that was asked.
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(()),
-            Err(e) => Err(classify(
-                &e,
-                &format!("cannot create table {}", table.name()),
-            )),
+            Err(e) => Err(classify(&e, &format!("cannot create table {name}"))),
         }
     }
 

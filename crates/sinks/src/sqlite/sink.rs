@@ -8,6 +8,7 @@ use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
 
 use super::config::SqliteConfig;
 use super::types::{BindError, Column, quote, sql_type};
+use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{self, LEDGER_TABLE};
 
 const SINK: &str = "sqlite";
@@ -93,20 +94,85 @@ fn classify(error: rusqlite::Error, context: &str) -> SinkError {
     error_kind.with_source(error)
 }
 
-fn create_table(conn: &Connection, table: &TableDef) -> Result<(), SinkError> {
-    let mut columns = Vec::new();
-    for field in table.schema().arrow().fields() {
-        let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
-        let not_null = if field.is_nullable() { "" } else { " NOT NULL" };
-        columns.push(format!("{} {ty}{not_null}", quote(field.name())));
+/// Creates the table, or fits the one that exists to the layout ([`fit`]): both in one
+/// transaction, so two processes opening one database add a column once.
+fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError> {
+    let name = table.name().as_str();
+    let cannot = |e| classify(e, &format!("cannot create table {name}"));
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(cannot)?;
+    let existing = store_columns(&tx, name).map_err(cannot)?;
+    if existing.is_empty() {
+        let mut columns = Vec::new();
+        for field in table.schema().arrow().fields() {
+            let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+            let not_null = if field.is_nullable() { "" } else { " NOT NULL" };
+            columns.push(format!("{} {ty}{not_null}", quote(field.name())));
+        }
+        let sql = format!("CREATE TABLE {} ({})", quote(name), columns.join(", "));
+        tx.execute_batch(&sql).map_err(cannot)?;
+    } else {
+        let can = Abilities {
+            any_case: true,
+            adds_required: false,
+            drops_not_null: false,
+        };
+        let fit = fit::plan(SINK, table, &existing, can)?;
+        for field in &fit.kept_not_null {
+            tracing::warn!(
+                table = name,
+                column = %field.name(),
+                "the column is NOT NULL in the database, which cannot drop it in place: a flush \
+                 with a row without a value for it is refused"
+            );
+        }
+        for field in &fit.add {
+            let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+            let sql = format!(
+                "ALTER TABLE {} ADD COLUMN {} {ty}",
+                quote(name),
+                quote(field.name())
+            );
+            tx.execute_batch(&sql).map_err(|e| {
+                classify(e, &format!("cannot add column {} to {name}", field.name()))
+            })?;
+        }
+        if !fit.is_empty() {
+            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
+        }
     }
-    let sql = format!(
-        "CREATE TABLE IF NOT EXISTS {} ({})",
-        quote(table.name().as_str()),
-        columns.join(", ")
-    );
-    conn.execute_batch(&sql)
-        .map_err(|e| classify(e, &format!("cannot create table {}", table.name())))
+    tx.commit().map_err(cannot)
+}
+
+/// The table's columns as SQLite declares them; none when there is no such table.
+fn store_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<StoreColumn>> {
+    let mut stmt = conn.prepare(
+        "SELECT name, \"notnull\", dflt_value IS NOT NULL, pk, type FROM pragma_table_info(?1)",
+    )?;
+    let rows = stmt.query_map(params![table], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, bool>(1)?,
+            row.get::<_, bool>(2)?,
+            row.get::<_, i64>(3)?,
+            row.get::<_, String>(4)?,
+        ))
+    })?;
+    let rows = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let keys = rows.iter().filter(|r| r.3 > 0).count();
+    Ok(rows
+        .into_iter()
+        .map(|(name, not_null, default, pk, ty)| {
+            // A lone `INTEGER PRIMARY KEY` is the rowid: SQLite fills it.
+            let rowid = pk > 0 && keys == 1 && ty.eq_ignore_ascii_case("INTEGER");
+            StoreColumn {
+                name,
+                required: not_null && !default && !rowid,
+                not_null,
+            }
+        })
+        .collect())
 }
 
 fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkError> {

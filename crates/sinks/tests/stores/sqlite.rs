@@ -1,6 +1,7 @@
 //! The SQLite sink on a real database file: tables created from the schema with the documented
 //! types, one transaction per flush, the ledger that skips a replayed flush, errors classified,
-//! identifiers quoted whatever they hold.
+//! identifiers quoted whatever they hold, a declared table that exists given the columns its
+//! config adds, and a table no insert could fill refused untouched.
 
 use rusqlite::Connection;
 use sluice_core::{
@@ -143,24 +144,168 @@ async fn lands_rows_with_the_documented_types_exactly_once() {
 }
 
 #[tokio::test]
-async fn a_table_that_does_not_fit_is_a_permanent_error() {
+async fn a_batch_the_table_refuses_is_a_permanent_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.sqlite");
     Connection::open(&path)
         .unwrap()
-        .execute_batch("CREATE TABLE t (something_else TEXT)")
+        .execute_batch("CREATE TABLE t (id INTEGER CHECK (id > 100))")
         .unwrap();
     let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
     let t = table("t", vec![Column::new("id", ColumnType::Int64)], "");
     sink.create_table(&t).await.unwrap();
     let error = sink
-        .write(flush(&t, PartitionKey::Whole, (1, 1), r#"{"id":1}"#))
+        .write(flush(
+            &t,
+            PartitionKey::Whole,
+            (1, 1),
+            "{\"id\":1}\n{\"id\":200}",
+        ))
         .await
         .unwrap_err();
     assert!(!error.is_retriable(), "{error}");
-    assert!(error.to_string().contains("no column named id"), "{error}");
-    // Nothing half-written: the ledger did not move.
+    assert!(
+        error.to_string().contains("CHECK constraint failed"),
+        "{error}"
+    );
+    // Nothing half-written: no row, and the ledger did not move.
     assert!(sink.committed(&t).await.unwrap().is_empty());
+    let rows: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0);
+}
+
+/// `t`'s columns as SQLite declares them: name, type, NOT NULL.
+fn declared_columns(path: &std::path::Path) -> Vec<(String, String, bool)> {
+    Connection::open(path)
+        .unwrap()
+        .prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('t')")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_declared_table_gets_the_columns_its_config_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE t (ID INTEGER NOT NULL, legacy TEXT NOT NULL DEFAULT 'x'); \
+             INSERT INTO t (id) VALUES (1)",
+        )
+        .unwrap();
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    let columns = vec![
+        Column::new("id", ColumnType::Int64).required(),
+        Column::new("note", ColumnType::String),
+        Column::new("at", ColumnType::Timestamp),
+    ];
+    let t = table("t", columns, "").declared();
+    sink.create_table(&t).await.unwrap();
+    // Opened again (the next start), it fits as it is.
+    sink.create_table(&t).await.unwrap();
+    assert_eq!(
+        declared_columns(&path),
+        [
+            ("ID".to_owned(), "INTEGER".to_owned(), true),
+            ("legacy".to_owned(), "TEXT".to_owned(), true),
+            ("note".to_owned(), "TEXT".to_owned(), false),
+            ("at".to_owned(), "TEXT".to_owned(), false),
+        ]
+    );
+    sink.write(flush(
+        &t,
+        PartitionKey::Whole,
+        (1, 2),
+        "{\"id\":2,\"note\":\"n\"}\n{\"id\":3,\"at\":\"2026-12-01T00:00:00Z\"}",
+    ))
+    .await
+    .unwrap();
+    let rows: Vec<(i64, String, Option<String>, Option<String>)> = Connection::open(&path)
+        .unwrap()
+        .prepare("SELECT id, legacy, note, at FROM t ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "x".to_owned(), None, None),
+            (2, "x".to_owned(), Some("n".to_owned()), None),
+            (
+                3,
+                "x".to_owned(),
+                None,
+                Some("2026-12-01 00:00:00.000000".to_owned())
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_table_no_insert_could_fill_is_refused_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (id INTEGER, legacy TEXT NOT NULL)")
+        .unwrap();
+    let before = declared_columns(&path);
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    let id = || Column::new("id", ColumnType::Int64);
+    let refusals = [
+        // A NOT NULL column without a default that the layout lacks.
+        (
+            table(
+                "t",
+                vec![id(), Column::new("legacy2", ColumnType::String)],
+                "",
+            )
+            .declared(),
+            "has a column 'legacy' that may not be null and has no default",
+        ),
+        // A layout that is not declared changes no table.
+        (
+            table(
+                "t",
+                vec![
+                    id(),
+                    Column::new("legacy", ColumnType::String),
+                    Column::new("z", ColumnType::String),
+                ],
+                "",
+            ),
+            "has no column 'z': sluice adds columns only to a table declared in the config",
+        ),
+        // A new column that may not be null: the rows there have no value for it.
+        (
+            table(
+                "t",
+                vec![
+                    id(),
+                    Column::new("legacy", ColumnType::String),
+                    Column::new("n", ColumnType::Int64).required(),
+                ],
+                "",
+            )
+            .declared(),
+            "has no column 'n', which the config says may not be null",
+        ),
+    ];
+    for (t, expected) in refusals {
+        let error = sink.create_table(&t).await.unwrap_err();
+        assert!(!error.is_retriable(), "{error}");
+        assert!(error.to_string().contains(expected), "{error}");
+        assert_eq!(declared_columns(&path), before, "{error}");
+    }
 }
 
 #[tokio::test]

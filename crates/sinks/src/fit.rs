@@ -1,0 +1,273 @@
+//! How a database sink fits a table that already exists in its store to the table's layout: a
+//! pure plan from the columns the store reports, shared by SQLite, PostgreSQL and ClickHouse.
+//!
+//! A table declared in the config may grow: a column the config added is added to the store's
+//! table (`ALTER TABLE ... ADD COLUMN`), and a column the config made nullable loses its
+//! `NOT NULL` where the store can drop it cheaply. Without that, every flush into the table
+//! would name a column the store does not have and go to the dead-letter folder. What would
+//! make every insert fail and cannot be changed safely is refused when the table is opened, in
+//! words that say what to do, instead of costing every batch later:
+//!
+//! - a column the layout has and the store's table lacks, when the layout is not declared
+//!   (inferred or remembered layouts never change a table), or when it may not be null and
+//!   the store cannot give the rows it holds a value for it;
+//! - a column of the store's table that the layout lacks, when it may not be null and has no
+//!   default: no insert could fill it.
+//!
+//! Types are not compared: each store converts or refuses values its own way, and a batch it
+//! refuses goes to the dead-letter folder with the store's words.
+
+use arrow::datatypes::Field;
+use sluice_core::{SinkError, TableDef};
+
+/// A column of a table as the store describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreColumn {
+    /// Its name.
+    pub(crate) name: String,
+    /// Whether the store refuses a row without a value for it (`NOT NULL` and no default).
+    pub(crate) required: bool,
+    /// Whether it is `NOT NULL` (with or without a default).
+    pub(crate) not_null: bool,
+}
+
+/// What a store can do to a table that exists.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Abilities {
+    /// Column names match whatever their case (SQLite).
+    pub(crate) any_case: bool,
+    /// It can add a column that may not be null: the rows it holds get the type's default
+    /// (ClickHouse).
+    pub(crate) adds_required: bool,
+    /// It can drop a column's `NOT NULL` in place (PostgreSQL).
+    pub(crate) drops_not_null: bool,
+}
+
+/// The changes that bring a store's table to a layout, in the layout's column order.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Fit<'a> {
+    /// Columns to add.
+    pub(crate) add: Vec<&'a Field>,
+    /// Columns whose `NOT NULL` to drop.
+    pub(crate) relax: Vec<&'a Field>,
+    /// Columns that stay `NOT NULL` although the layout lets them be null: a row without a
+    /// value for one is refused by the store (worth a warning, not a refusal: producers that
+    /// always send it land fine).
+    pub(crate) kept_not_null: Vec<&'a Field>,
+}
+
+impl Fit<'_> {
+    /// Whether the table fits as it is.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.add.is_empty() && self.relax.is_empty()
+    }
+
+    /// What will change, for the log.
+    pub(crate) fn describe(&self) -> String {
+        let names = |fields: &[&Field]| {
+            fields
+                .iter()
+                .map(|f| format!("'{}'", f.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.add.is_empty() {
+            parts.push(format!("add {}", names(&self.add)));
+        }
+        if !self.relax.is_empty() {
+            parts.push(format!("drop NOT NULL from {}", names(&self.relax)));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Plans how `table`'s layout fits `existing`, the columns of its table in the store (`sink`
+/// names the store in the error).
+pub(crate) fn plan<'a>(
+    sink: &'static str,
+    table: &'a TableDef,
+    existing: &[StoreColumn],
+    can: Abilities,
+) -> Result<Fit<'a>, SinkError> {
+    let same = |a: &str, b: &str| {
+        if can.any_case {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
+    let refuse = |what: String| {
+        SinkError::permanent(
+            sink,
+            format!("table {} exists in the store and {what}", table.name()),
+        )
+    };
+    let fields = table.schema().arrow().fields();
+    let mut fit = Fit::default();
+    for field in fields {
+        match existing.iter().find(|c| same(&c.name, field.name())) {
+            Some(column) if column.not_null && field.is_nullable() => {
+                if table.is_declared() && can.drops_not_null {
+                    fit.relax.push(field);
+                } else {
+                    fit.kept_not_null.push(field);
+                }
+            }
+            Some(_) => {}
+            None if !table.is_declared() => {
+                return Err(refuse(format!(
+                    "has no column '{}': sluice adds columns only to a table declared in the \
+                     config ([tables.{}]); add the column to the table, or declare it",
+                    field.name(),
+                    table.name()
+                )));
+            }
+            None if !field.is_nullable() && !can.adds_required => {
+                return Err(refuse(format!(
+                    "has no column '{}', which the config says may not be null: the rows the \
+                     table holds have no value for it; declare it nullable, or add it to the \
+                     table yourself with a default",
+                    field.name()
+                )));
+            }
+            None => fit.add.push(field),
+        }
+    }
+    if let Some(column) = existing
+        .iter()
+        .find(|c| c.required && !fields.iter().any(|f| same(&c.name, f.name())))
+    {
+        return Err(refuse(format!(
+            "has a column '{}' that may not be null and has no default, which the table's \
+             layout lacks: every insert would be refused; add it to the layout, give it a \
+             default, or let it be null",
+            column.name
+        )));
+    }
+    Ok(fit)
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
+
+    use super::*;
+
+    const SQL: Abilities = Abilities {
+        any_case: false,
+        adds_required: false,
+        drops_not_null: true,
+    };
+
+    fn table(declared: bool) -> TableDef {
+        let layout = TableLayout {
+            columns: vec![
+                Column::new("id", ColumnType::Int64).required(),
+                Column::new("note", ColumnType::String),
+                Column::new("level", ColumnType::Int32),
+            ],
+            partition_by: String::new(),
+            sort_by: vec![],
+        };
+        let def =
+            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap();
+        if declared { def.declared() } else { def }
+    }
+
+    fn column(name: &str, not_null: bool, default: bool) -> StoreColumn {
+        StoreColumn {
+            name: name.into(),
+            required: not_null && !default,
+            not_null,
+        }
+    }
+
+    fn names(fields: &[&Field]) -> Vec<String> {
+        fields.iter().map(|f| f.name().clone()).collect()
+    }
+
+    #[test]
+    fn a_declared_table_gets_its_new_nullable_columns_and_loses_not_nulls() {
+        let def = table(true);
+        let existing = [column("id", true, false), column("note", true, false)];
+        let fit = plan("sql", &def, &existing, SQL).unwrap();
+        assert_eq!(names(&fit.add), ["level"]);
+        assert_eq!(names(&fit.relax), ["note"]);
+        assert_eq!(fit.describe(), "add 'level'; drop NOT NULL from 'note'");
+        // A store that cannot drop NOT NULL keeps it, and says so.
+        let keeps = Abilities {
+            drops_not_null: false,
+            ..SQL
+        };
+        let fit = plan("sql", &def, &existing, keeps).unwrap();
+        assert!(fit.relax.is_empty());
+        assert_eq!(names(&fit.kept_not_null), ["note"]);
+        // A table that has every column fits as it is.
+        let all = [
+            column("id", true, false),
+            column("note", false, false),
+            column("level", false, false),
+        ];
+        assert!(plan("sql", &def, &all, SQL).unwrap().is_empty());
+    }
+
+    #[test]
+    fn what_would_fail_every_insert_is_refused() {
+        let declared = table(true);
+        // A new column that may not be null, where the store cannot fill the rows it holds.
+        let error = plan("sql", &declared, &[column("note", false, false)], SQL).unwrap_err();
+        assert!(error.message.contains("no column 'id'"), "{error}");
+        assert!(!error.is_retriable());
+        // ClickHouse can: old rows get the type's default.
+        let clickhouse = Abilities {
+            adds_required: true,
+            drops_not_null: false,
+            ..SQL
+        };
+        let fit = plan(
+            "clickhouse",
+            &declared,
+            &[column("note", false, false)],
+            clickhouse,
+        );
+        assert_eq!(names(&fit.unwrap().add), ["id", "level"]);
+        // A NOT NULL column without a default that the layout lacks.
+        let existing = [column("id", true, false), column("legacy", true, false)];
+        let error = plan("sql", &declared, &existing, SQL).unwrap_err();
+        assert!(
+            error.message.contains("'legacy' that may not be null"),
+            "{error}"
+        );
+        // With a default, inserts fill it.
+        let existing = [column("id", true, false), column("legacy", true, true)];
+        assert_eq!(
+            names(&plan("sql", &declared, &existing, SQL).unwrap().add),
+            ["note", "level"]
+        );
+        // A layout that is not declared changes no table.
+        let error = plan("sql", &table(false), &[column("id", true, false)], SQL).unwrap_err();
+        assert!(
+            error.message.contains("no column 'note'") && error.message.contains("[tables.t]"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn names_match_whatever_their_case_where_the_store_says_so() {
+        let def = table(true);
+        let existing = [
+            column("ID", true, false),
+            column("Note", false, false),
+            column("LEVEL", false, false),
+        ];
+        let sqlite = Abilities {
+            any_case: true,
+            drops_not_null: false,
+            ..SQL
+        };
+        assert!(plan("sqlite", &def, &existing, sqlite).unwrap().is_empty());
+        // Where case matters, the store's ID is another column, required and unfilled.
+        assert!(plan("sql", &def, &existing, SQL).is_err());
+    }
+}
