@@ -120,17 +120,28 @@ async fn single_row_producers_land_at_least_once_across_a_crash() {
     assert_eq!(ch.number("SELECT count() FROM load").await.unwrap(), rows);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_table_made_by_hand_gets_the_columns_the_config_adds() {
+/// A ClickHouse server whose `load` table `statements` made by hand, and a sluice started on it
+/// with `load` declared: the server, the folder of sluice's config and data, and sluice.
+async fn sluice_over_a_table_made_by_hand(
+    statements: &[&str],
+) -> (ClickHouse, tempfile::TempDir, ServerProcess) {
     let ch = ClickHouse::start().unwrap();
-    ch.query("CREATE TABLE load (id Int64, status Int32) ENGINE = MergeTree() ORDER BY id")
-        .await
-        .unwrap();
-    ch.query("INSERT INTO load VALUES (0, 7)").await.unwrap();
+    for statement in statements {
+        ch.query(statement).await.unwrap();
+    }
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &ch, "");
-    let mut server =
-        ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+    let server = ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+    (ch, dir, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_made_by_hand_gets_the_columns_the_config_adds() {
+    let (ch, _dir, mut server) = sluice_over_a_table_made_by_hand(&[
+        "CREATE TABLE load (id Int64, status Int32) ENGINE = MergeTree() ORDER BY id",
+        "INSERT INTO load VALUES (0, 7)",
+    ])
+    .await;
     let (status, message) = http_post(
         server.addr,
         "/v1/tables/load/rows",
@@ -165,14 +176,11 @@ async fn a_table_made_by_hand_gets_the_columns_the_config_adds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_the_table_cannot_take_goes_to_the_dead_letter_folder() {
-    let ch = ClickHouse::start().unwrap();
-    ch.query("CREATE TABLE load (id Int64, service Date) ENGINE = MergeTree() ORDER BY id")
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &ch, "");
+    let (ch, dir, mut server) = sluice_over_a_table_made_by_hand(&[
+        "CREATE TABLE load (id Int64, service Date) ENGINE = MergeTree() ORDER BY id",
+    ])
+    .await;
     let data = dir.path().join("data");
-    let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
 
     let (status, message) = http_post(
         server.addr,

@@ -143,15 +143,19 @@ async fn lands_rows_with_the_documented_types_exactly_once() {
     );
 }
 
-#[tokio::test]
-async fn a_batch_the_table_refuses_is_a_permanent_error() {
+/// A database that `sql` has set up, in a folder of its own (kept while the first is held),
+/// with a sink on it.
+fn database_with(sql: &str) -> (tempfile::TempDir, std::path::PathBuf, SqliteSink) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.sqlite");
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch("CREATE TABLE t (id INTEGER CHECK (id > 100))")
-        .unwrap();
+    Connection::open(&path).unwrap().execute_batch(sql).unwrap();
     let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    (dir, path, sink)
+}
+
+#[tokio::test]
+async fn a_batch_the_table_refuses_is_a_permanent_error() {
+    let (_dir, path, sink) = database_with("CREATE TABLE t (id INTEGER CHECK (id > 100))");
     let t = table("t", vec![Column::new("id", ColumnType::Int64)], "");
     sink.create_table(&t).await.unwrap();
     let error = sink
@@ -191,16 +195,10 @@ fn declared_columns(path: &std::path::Path) -> Vec<(String, String, bool)> {
 
 #[tokio::test]
 async fn a_declared_table_gets_the_columns_its_config_adds() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sqlite");
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE t (ID INTEGER NOT NULL, legacy TEXT NOT NULL DEFAULT 'x'); \
+    let (_dir, path, sink) = database_with(
+        "CREATE TABLE t (ID INTEGER NOT NULL, legacy TEXT NOT NULL DEFAULT 'x'); \
              INSERT INTO t (id) VALUES (1)",
-        )
-        .unwrap();
-    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    );
     let columns = vec![
         Column::new("id", ColumnType::Int64).required(),
         Column::new("note", ColumnType::String),
@@ -252,14 +250,8 @@ async fn a_declared_table_gets_the_columns_its_config_adds() {
 
 #[tokio::test]
 async fn a_table_no_insert_could_fill_is_refused_and_left_as_it_is() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sqlite");
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch("CREATE TABLE t (id INTEGER, legacy TEXT NOT NULL)")
-        .unwrap();
+    let (_dir, path, sink) = database_with("CREATE TABLE t (id INTEGER, legacy TEXT NOT NULL)");
     let before = declared_columns(&path);
-    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
     let id = || Column::new("id", ColumnType::Int64);
     let refusals = [
         // A NOT NULL column without a default that the layout lacks.
