@@ -193,7 +193,8 @@ impl PipelineBuilder {
             {
                 tracing::warn!(
                     table = %def.name(),
-                    "the config changes the table's layout; parts written before keep the old one"
+                    "the config changes the table's layout; its store fits the table to it as it \
+                     opens it (rows landed before read added columns as null)"
                 );
             }
             tables.push((def, sink.unwrap_or_else(|| self.default_sink.clone())));
