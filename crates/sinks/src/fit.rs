@@ -29,6 +29,8 @@ pub(crate) struct StoreColumn {
     pub(crate) required: bool,
     /// Whether it is `NOT NULL` (with or without a default).
     pub(crate) not_null: bool,
+    /// Whether its `NOT NULL` cannot be dropped (a primary key's column, an identity).
+    pub(crate) keeps_not_null: bool,
 }
 
 /// What a store can do to a table that exists.
@@ -50,9 +52,9 @@ pub(crate) struct Fit<'a> {
     pub(crate) add: Vec<&'a Field>,
     /// Columns whose `NOT NULL` to drop.
     pub(crate) relax: Vec<&'a Field>,
-    /// Columns that stay `NOT NULL` although the layout lets them be null: a row without a
-    /// value for one is refused by the store (worth a warning, not a refusal: producers that
-    /// always send it land fine).
+    /// Columns that stay `NOT NULL` although the layout lets them be null (the store cannot
+    /// drop it, or the layout is not declared): a row without a value for one is refused by the
+    /// store (worth a warning, not a refusal: producers that always send it land fine).
     pub(crate) kept_not_null: Vec<&'a Field>,
 }
 
@@ -108,7 +110,7 @@ pub(crate) fn plan<'a>(
     for field in fields {
         match existing.iter().find(|c| same(&c.name, field.name())) {
             Some(column) if column.not_null && field.is_nullable() => {
-                if table.is_declared() && can.drops_not_null {
+                if table.is_declared() && can.drops_not_null && !column.keeps_not_null {
                     fit.relax.push(field);
                 } else {
                     fit.kept_not_null.push(field);
@@ -180,6 +182,7 @@ mod tests {
             name: name.into(),
             required: not_null && !default,
             not_null,
+            keeps_not_null: false,
         }
     }
 
@@ -201,6 +204,17 @@ mod tests {
             ..SQL
         };
         let fit = plan("sql", &def, &existing, keeps).unwrap();
+        assert!(fit.relax.is_empty());
+        assert_eq!(names(&fit.kept_not_null), ["note"]);
+        // Nor is it dropped from a column that must keep it (a primary key's).
+        let key = [
+            column("id", true, false),
+            StoreColumn {
+                keeps_not_null: true,
+                ..column("note", true, false)
+            },
+        ];
+        let fit = plan("sql", &def, &key, SQL).unwrap();
         assert!(fit.relax.is_empty());
         assert_eq!(names(&fit.kept_not_null), ["note"]);
         // A table that has every column fits as it is.

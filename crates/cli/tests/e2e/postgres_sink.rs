@@ -205,6 +205,55 @@ async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_key_keeps_its_not_null_when_the_config_lets_it_be_null() {
+    let pg = Postgres::start().unwrap();
+    client(&pg.url)
+        .await
+        .batch_execute("CREATE TABLE load (k text PRIMARY KEY, v bigint NOT NULL)")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    // Both columns nullable in the config: PostgreSQL cannot drop a primary key's NOT NULL,
+    // which must not stop the start; `v` loses its own.
+    let text = format!(
+        "[flush]\nmax_age = \"100ms\"\n\n[sinks.pg]\ntype = \"postgres\"\nurl = {:?}\n\n\
+         [tables.load]\nsink = \"pg\"\n\
+         columns = [{{ name = \"k\", type = \"string\" }}, {{ name = \"v\", type = \"int64\" }}]\n",
+        pg.url
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut server = ServerProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &dir.path().join("data"),
+        Some(&config),
+    )
+    .unwrap();
+    assert_eq!(
+        columns(&pg.url).await,
+        [("k".to_owned(), false), ("v".to_owned(), true)]
+    );
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/v1/tables/load/rows", server.addr))
+        .body("{\"k\":\"a\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let rows: Vec<(String, Option<i64>)> = client(&pg.url)
+        .await
+        .query("SELECT k, v FROM load", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows, [("a".to_owned(), None)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_with_a_required_column_the_config_lacks_stops_the_start() {
     let pg = Postgres::start().unwrap();
     client(&pg.url)

@@ -266,6 +266,7 @@ impl ClickHouseSink {
                     name: row["name"].as_str().unwrap_or_default().to_owned(),
                     required: false,
                     not_null: !ty.starts_with("Nullable("),
+                    keeps_not_null: true,
                 })
             })
             .collect()

@@ -57,7 +57,8 @@ fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
 
 /// The columns of the table `name` resolves to on the search path, as the catalog declares
 /// them; none when there is no such table. A column is required when it is `NOT NULL` and
-/// nothing fills it: no default, not an identity, not generated.
+/// nothing fills it: no default, not an identity, not generated. A primary key's column and an
+/// identity keep their `NOT NULL` (PostgreSQL refuses to drop it).
 async fn store_columns(
     client: &tokio_postgres::Client,
     name: &str,
@@ -65,7 +66,10 @@ async fn store_columns(
     let rows = client
         .query(
             "SELECT a.attname::text, a.attnotnull, \
-                    a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
+                    a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', \
+                    a.attidentity <> '' OR EXISTS (SELECT 1 FROM pg_index i \
+                        WHERE i.indrelid = a.attrelid AND i.indisprimary \
+                          AND a.attnum = ANY (i.indkey)) \
              FROM pg_attribute a \
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
              ORDER BY a.attnum",
@@ -76,11 +80,13 @@ async fn store_columns(
     Ok(rows
         .iter()
         .map(|row| {
-            let (not_null, filled): (bool, bool) = (row.get(1), row.get(2));
+            let (not_null, filled, fixed): (bool, bool, bool) =
+                (row.get(1), row.get(2), row.get(3));
             StoreColumn {
                 name: row.get(0),
                 required: not_null && !filled,
                 not_null,
+                keeps_not_null: fixed,
             }
         })
         .collect())

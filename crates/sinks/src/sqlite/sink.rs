@@ -170,6 +170,7 @@ fn store_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<StoreCo
                 name,
                 required: not_null && !default && !rowid,
                 not_null,
+                keeps_not_null: true,
             }
         })
         .collect())
