@@ -54,7 +54,8 @@ pub(crate) struct Fit<'a> {
     pub(crate) relax: Vec<&'a Field>,
     /// Columns that stay `NOT NULL` although the layout lets them be null (the store cannot
     /// drop it, or the layout is not declared): a row without a value for one is refused by the
-    /// store (worth a warning, not a refusal: producers that always send it land fine).
+    /// store, or in ClickHouse given the type's default (worth a warning, not a refusal:
+    /// producers that always send it land fine).
     pub(crate) kept_not_null: Vec<&'a Field>,
 }
 

@@ -210,8 +210,8 @@ impl ClickHouseSink {
             tracing::warn!(
                 table = name,
                 column = %field.name(),
-                "the column is not Nullable in ClickHouse: a flush with a row without a value \
-                 for it is refused"
+                "the column is not Nullable in ClickHouse: a row without a value for it lands \
+                 with the type's default (0, an empty string), not null"
             );
         }
         for field in &fit.add {
@@ -241,8 +241,8 @@ impl ClickHouseSink {
     }
 
     /// The table's columns as `system.columns` lists them. ClickHouse fills a column an insert
-    /// leaves out with its default, so none is required; one that is not `Nullable` cannot
-    /// take a null.
+    /// leaves out with its default, so none is required; one that is not `Nullable` holds no
+    /// null (the JSON sluice sends leaves nulls out, so such a column gets its default).
     async fn store_columns(&self, table: &str) -> Result<Vec<StoreColumn>, SinkError> {
         let query = format!(
             "SELECT name, type FROM system.columns WHERE database = {} AND table = {} \
