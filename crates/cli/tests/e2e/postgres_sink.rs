@@ -39,14 +39,26 @@ async fn ids(url: &str) -> HashMap<i64, usize> {
 }
 
 fn config(dir: &Path, url: &str) -> std::path::PathBuf {
+    config_with_columns(dir, url, COLUMNS_TOML)
+}
+
+/// A config in `dir` declaring the table `load` with `columns` (TOML) in the server at `url`.
+fn config_with_columns(dir: &Path, url: &str, columns: &str) -> std::path::PathBuf {
     let path = dir.join("sluice.toml");
     let text = format!(
         "shutdown_timeout = \"20s\"\n\n[flush]\nmax_age = \"200ms\"\n\n\
          [sinks.pg]\ntype = \"postgres\"\nurl = {url:?}\n\n\
-         [tables.load]\nsink = \"pg\"\ncolumns = {COLUMNS_TOML}\n"
+         [tables.load]\nsink = \"pg\"\ncolumns = {columns}\n"
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// A throwaway PostgreSQL server where `sql` has made tables by hand.
+async fn postgres_with(sql: &str) -> Postgres {
+    let pg = Postgres::start().unwrap();
+    client(&pg.url).await.batch_execute(sql).await.unwrap();
+    pg
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,15 +117,11 @@ async fn columns(url: &str) -> Vec<(String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_letter_folder() {
-    let pg = Postgres::start().unwrap();
-    client(&pg.url)
-        .await
-        .batch_execute(
-            "CREATE TABLE load (id bigint NOT NULL CHECK (id > 100), service text NOT NULL); \
-             INSERT INTO load VALUES (200, 'old')",
-        )
-        .await
-        .unwrap();
+    let pg = postgres_with(
+        "CREATE TABLE load (id bigint NOT NULL CHECK (id > 100), service text NOT NULL); \
+         INSERT INTO load VALUES (200, 'old')",
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &pg.url);
     let data = dir.path().join("data");
@@ -206,23 +214,15 @@ async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_key_keeps_its_not_null_when_the_config_lets_it_be_null() {
-    let pg = Postgres::start().unwrap();
-    client(&pg.url)
-        .await
-        .batch_execute("CREATE TABLE load (k text PRIMARY KEY, v bigint NOT NULL)")
-        .await
-        .unwrap();
+    let pg = postgres_with("CREATE TABLE load (k text PRIMARY KEY, v bigint NOT NULL)").await;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
     // Both columns nullable in the config: PostgreSQL cannot drop a primary key's NOT NULL,
     // which must not stop the start; `v` loses its own.
-    let text = format!(
-        "[flush]\nmax_age = \"100ms\"\n\n[sinks.pg]\ntype = \"postgres\"\nurl = {:?}\n\n\
-         [tables.load]\nsink = \"pg\"\n\
-         columns = [{{ name = \"k\", type = \"string\" }}, {{ name = \"v\", type = \"int64\" }}]\n",
-        pg.url
+    let config = config_with_columns(
+        dir.path(),
+        &pg.url,
+        r#"[{ name = "k", type = "string" }, { name = "v", type = "int64" }]"#,
     );
-    std::fs::write(&config, text).unwrap();
     let mut server = ServerProcess::spawn(
         Path::new(env!("CARGO_BIN_EXE_sluice")),
         &dir.path().join("data"),
@@ -255,12 +255,8 @@ async fn a_primary_key_keeps_its_not_null_when_the_config_lets_it_be_null() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_with_a_required_column_the_config_lacks_stops_the_start() {
-    let pg = Postgres::start().unwrap();
-    client(&pg.url)
-        .await
-        .batch_execute("CREATE TABLE load (id bigint NOT NULL, legacy_column text NOT NULL)")
-        .await
-        .unwrap();
+    let pg =
+        postgres_with("CREATE TABLE load (id bigint NOT NULL, legacy_column text NOT NULL)").await;
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &pg.url);
     let (started, stderr) = common::serve_until_exit(&config, &dir.path().join("data"));
