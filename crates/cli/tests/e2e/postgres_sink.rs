@@ -12,7 +12,7 @@ use sluice_core::{
     TableDef, TableLayout, TableName, decode_ndjson,
 };
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, LoadConfig, Stop, http_get};
+use sluice_lab::load::{Endpoint, LoadConfig, Stop, http_get, http_post};
 use sluice_lab::process::ServerProcess;
 use sluice_lab::services::Postgres;
 use sluice_lab::verify::audit;
@@ -186,13 +186,14 @@ async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_
     );
     // The table is not blocked: the next batch lands, in the added columns too, and without
     // the `service` the table once required.
-    let again = reqwest::Client::new()
-        .post(format!("http://{}/v1/tables/load/rows", server.addr))
-        .body("{\"id\":300,\"endpoint\":\"/x\"}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 200);
+    let (status, message) = http_post(
+        server.addr,
+        "/v1/tables/load/rows",
+        "{\"id\":300,\"endpoint\":\"/x\"}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{message}");
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(30)).unwrap().success());
     let rows: Vec<(i64, Option<String>, Option<String>)> = client(&pg.url)
@@ -233,13 +234,10 @@ async fn a_primary_key_keeps_its_not_null_when_the_config_lets_it_be_null() {
         columns(&pg.url).await,
         [("k".to_owned(), false), ("v".to_owned(), true)]
     );
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/v1/tables/load/rows", server.addr))
-        .body("{\"k\":\"a\"}")
-        .send()
+    let (status, message) = http_post(server.addr, "/v1/tables/load/rows", "{\"k\":\"a\"}")
         .await
         .unwrap();
-    assert_eq!(response.status(), 200);
+    assert_eq!(status, 200, "{message}");
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(30)).unwrap().success());
     let rows: Vec<(String, Option<i64>)> = client(&pg.url)
