@@ -65,6 +65,22 @@ impl Fit<'_> {
         self.add.is_empty() && self.relax.is_empty()
     }
 
+    /// Logs what the fit changed (once it is done) and a warning for each column kept
+    /// `NOT NULL`, saying what `the store` does with a row without a value for it.
+    pub(crate) fn log(&self, table: &str, without_value: &str) {
+        for field in &self.kept_not_null {
+            tracing::warn!(
+                table,
+                column = %field.name(),
+                "the column is NOT NULL in the store, which sluice cannot change, although the \
+                 table's layout lets it be null: {without_value}"
+            );
+        }
+        if !self.is_empty() {
+            tracing::info!(table, change = %self.describe(), "table changed to fit its layout");
+        }
+    }
+
     /// What will change, for the log.
     pub(crate) fn describe(&self) -> String {
         let names = |fields: &[&Field]| {

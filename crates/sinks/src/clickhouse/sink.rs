@@ -206,14 +206,6 @@ impl ClickHouseSink {
         };
         let existing = self.store_columns(name).await?;
         let fit = fit::plan(SINK, table, &existing, can)?;
-        for field in &fit.kept_not_null {
-            tracing::warn!(
-                table = name,
-                column = %field.name(),
-                "the column is not Nullable in ClickHouse: a row without a value for it lands \
-                 with the type's default (0, an empty string), not null"
-            );
-        }
         for field in &fit.add {
             let sql = format!(
                 "ALTER TABLE {} ADD COLUMN {}",
@@ -234,9 +226,11 @@ impl ClickHouseSink {
                 }
             }
         }
-        if !fit.is_empty() {
-            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
-        }
+        fit.log(
+            name,
+            "it is not Nullable, and a row without a value for it lands with the type's default \
+             (0, an empty string)",
+        );
         Ok(())
     }
 

@@ -153,7 +153,9 @@ impl PostgresSink {
                 drops_not_null: true,
             };
             let fit = fit::plan(SINK, table, &existing, can)?;
+            let without_value = "a flush with a row without a value for it is refused";
             if fit.is_empty() {
+                fit.log(name, without_value);
                 return Ok(());
             }
             let mut changes = Vec::new();
@@ -176,7 +178,7 @@ impl PostgresSink {
                 .batch_execute(&sql)
                 .await
                 .map_err(|e| classify(&e, &format!("cannot change table {name} to fit")))?;
-            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
+            fit.log(name, without_value);
             return Ok(());
         }
         let mut columns = Vec::new();

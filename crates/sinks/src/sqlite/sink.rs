@@ -103,7 +103,7 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(cannot)?;
     let existing = store_columns(&tx, name).map_err(cannot)?;
-    if existing.is_empty() {
+    let fitted = if existing.is_empty() {
         let mut columns = Vec::new();
         for field in table.schema().arrow().fields() {
             let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
@@ -112,6 +112,7 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         }
         let sql = format!("CREATE TABLE {} ({})", quote(name), columns.join(", "));
         tx.execute_batch(&sql).map_err(cannot)?;
+        None
     } else {
         let can = Abilities {
             any_case: true,
@@ -119,14 +120,6 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
             drops_not_null: false,
         };
         let fit = fit::plan(SINK, table, &existing, can)?;
-        for field in &fit.kept_not_null {
-            tracing::warn!(
-                table = name,
-                column = %field.name(),
-                "the column is NOT NULL in the database, which cannot drop it in place: a flush \
-                 with a row without a value for it is refused"
-            );
-        }
         for field in &fit.add {
             let ty = sql_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
             let sql = format!(
@@ -138,11 +131,13 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
                 classify(e, &format!("cannot add column {} to {name}", field.name()))
             })?;
         }
-        if !fit.is_empty() {
-            tracing::info!(table = name, change = %fit.describe(), "table changed to fit its layout");
-        }
+        Some(fit)
+    };
+    tx.commit().map_err(cannot)?;
+    if let Some(fit) = fitted {
+        fit.log(name, "a flush with a row without a value for it is refused");
     }
-    tx.commit().map_err(cannot)
+    Ok(())
 }
 
 /// The table's columns as SQLite declares them; none when there is no such table.
