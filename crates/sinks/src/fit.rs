@@ -29,7 +29,9 @@ pub(crate) struct StoreColumn {
     pub(crate) required: bool,
     /// Whether it is `NOT NULL` (with or without a default).
     pub(crate) not_null: bool,
-    /// Whether its `NOT NULL` cannot be dropped (a primary key's column, an identity).
+    /// Whether its `NOT NULL` cannot be dropped in place: every column in SQLite (which would
+    /// have to rebuild the table) and ClickHouse (a mutation rewriting every part), a primary
+    /// key's column or an identity in PostgreSQL.
     pub(crate) keeps_not_null: bool,
 }
 
@@ -41,8 +43,6 @@ pub(crate) struct Abilities {
     /// It can add a column that may not be null: the rows it holds get the type's default
     /// (ClickHouse).
     pub(crate) adds_required: bool,
-    /// It can drop a column's `NOT NULL` in place (PostgreSQL).
-    pub(crate) drops_not_null: bool,
 }
 
 /// The changes that bring a store's table to a layout, in the layout's column order.
@@ -127,7 +127,7 @@ pub(crate) fn plan<'a>(
     for field in fields {
         match existing.iter().find(|c| same(&c.name, field.name())) {
             Some(column) if column.not_null && field.is_nullable() => {
-                if table.is_declared() && can.drops_not_null && !column.keeps_not_null {
+                if table.is_declared() && !column.keeps_not_null {
                     fit.relax.push(field);
                 } else {
                     fit.kept_not_null.push(field);
@@ -176,7 +176,6 @@ mod tests {
     const SQL: Abilities = Abilities {
         any_case: false,
         adds_required: false,
-        drops_not_null: true,
     };
 
     fn table(declared: bool) -> TableDef {
@@ -215,15 +214,8 @@ mod tests {
         assert_eq!(names(&fit.add), ["level"]);
         assert_eq!(names(&fit.relax), ["note"]);
         assert_eq!(fit.describe(), "add 'level'; drop NOT NULL from 'note'");
-        // A store that cannot drop NOT NULL keeps it, and says so.
-        let keeps = Abilities {
-            drops_not_null: false,
-            ..SQL
-        };
-        let fit = plan("sql", &def, &existing, keeps).unwrap();
-        assert!(fit.relax.is_empty());
-        assert_eq!(names(&fit.kept_not_null), ["note"]);
-        // Nor is it dropped from a column that must keep it (a primary key's).
+        // A column that cannot lose its NOT NULL in place (any in SQLite, a primary key's in
+        // PostgreSQL) keeps it, and the fit says so.
         let key = [
             column("id", true, false),
             StoreColumn {
@@ -253,7 +245,6 @@ mod tests {
         // ClickHouse can: old rows get the type's default.
         let clickhouse = Abilities {
             adds_required: true,
-            drops_not_null: false,
             ..SQL
         };
         let fit = plan(
@@ -294,7 +285,6 @@ mod tests {
         ];
         let sqlite = Abilities {
             any_case: true,
-            drops_not_null: false,
             ..SQL
         };
         assert!(plan("sqlite", &def, &existing, sqlite).unwrap().is_empty());

@@ -202,7 +202,6 @@ impl ClickHouseSink {
         let can = Abilities {
             any_case: false,
             adds_required: true,
-            drops_not_null: false,
         };
         let existing = self.store_columns(name).await?;
         let fit = fit::plan(SINK, table, &existing, can)?;

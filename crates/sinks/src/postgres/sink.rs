@@ -150,7 +150,6 @@ impl PostgresSink {
             let can = Abilities {
                 any_case: false,
                 adds_required: false,
-                drops_not_null: true,
             };
             let fit = fit::plan(SINK, table, &existing, can)?;
             let without_value = "a flush with a row without a value for it is refused";

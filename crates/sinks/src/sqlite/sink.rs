@@ -117,7 +117,6 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         let can = Abilities {
             any_case: true,
             adds_required: false,
-            drops_not_null: false,
         };
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
