@@ -56,7 +56,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     };
     let metrics = sluice_server::metrics::install();
 
-    let (lake, sinks) = build_sinks(&settings).await?;
+    let (lake, sinks) = build_sinks(&settings)?;
     let sink = |name: &str| -> Result<Arc<dyn sluice_core::Sink>> {
         sinks
             .get(name)
@@ -160,12 +160,13 @@ fn record_compaction(
     }
 }
 
+/// The sinks by the names the settings give them.
+type Sinks = HashMap<String, Arc<dyn sluice_core::Sink>>;
+
 /// Every sink the settings name, by name: the lake (also returned as itself, for its
 /// compactor), and each `[sinks.NAME]`.
-async fn build_sinks(
-    settings: &Settings,
-) -> Result<(LakeSink, HashMap<String, Arc<dyn sluice_core::Sink>>)> {
-    let mut sinks: HashMap<String, Arc<dyn sluice_core::Sink>> = HashMap::new();
+fn build_sinks(settings: &Settings) -> Result<(LakeSink, Sinks)> {
+    let mut sinks = Sinks::new();
     let lake = LakeSink::new(settings.lake.clone())?;
     sinks.insert(LAKE_SINK.to_owned(), Arc::new(lake.clone()));
     for (name, spec) in &settings.sinks {
@@ -175,17 +176,15 @@ async fn build_sinks(
                     format!("sink {name}: cannot open {}", config.path.display())
                 })?)
             }
+            // Nothing is asked of these servers yet: each table opens in its store as the
+            // pipeline starts, and one that does not answer then is opened later.
             SinkSpec::Postgres(config) => Arc::new(
-                PostgresSink::connect(config.clone())
-                    .await
-                    .with_context(|| format!("sink {name}: cannot reach PostgreSQL"))?,
+                PostgresSink::new(config.clone())
+                    .with_context(|| format!("sink {name}: bad PostgreSQL settings"))?,
             ),
             SinkSpec::ClickHouse(config) => Arc::new(
-                ClickHouseSink::connect(config.clone())
-                    .await
-                    .with_context(|| {
-                        format!("sink {name}: cannot reach ClickHouse at {}", config.url)
-                    })?,
+                ClickHouseSink::new(config.clone())
+                    .with_context(|| format!("sink {name}: bad ClickHouse settings"))?,
             ),
         };
         sinks.insert(name.clone(), sink);

@@ -250,14 +250,14 @@ async fn postgres(
         postgres_sweep(&mut client, batch, rows).await
     })
     .await?;
-    let sink = PostgresSink::connect(PostgresConfig::new(url))
-        .await
-        .map_err(|e| e.to_string())?;
+    let sink = PostgresSink::new(PostgresConfig::new(url)).map_err(|e| e.to_string())?;
     let [_, table] = POSTGRES_TABLES;
-    // A fresh table, and no ledger row left by an earlier run to skip this one's flushes.
+    // A fresh table, and no ledger row left by an earlier run to skip this one's flushes (the
+    // ledger exists once sluice has opened a table in this database).
     client
         .batch_execute(&format!(
-            "DROP TABLE IF EXISTS {table}; DELETE FROM {LEDGER_TABLE} WHERE table_name = '{table}'"
+            "DROP TABLE IF EXISTS {table}; DO $$ BEGIN IF to_regclass('{LEDGER_TABLE}') IS NOT \
+             NULL THEN DELETE FROM {LEDGER_TABLE} WHERE table_name = '{table}'; END IF; END $$"
         ))
         .await
         .map_err(|e| e.to_string())?;

@@ -131,6 +131,18 @@ pub enum StartError {
     /// A sink could not prepare a table or say what it holds.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// A table's store did not answer, and without the write-ahead log sluice cannot start
+    /// without it (it would not know which sequence numbers the store holds).
+    #[error(
+        "table {table}: {error} (with the write-ahead log on, sluice starts anyway and lands the \
+         table's inserts once its store answers)"
+    )]
+    StoreDown {
+        /// The table.
+        table: String,
+        /// The store's error.
+        error: SinkError,
+    },
     /// The write-ahead log could not be opened or recovered.
     #[error(transparent)]
     Wal(#[from] WalError),

@@ -11,14 +11,23 @@
 //! # Start and replay
 //!
 //! Each store says which sequence numbers it already holds, per partition
-//! ([`sluice_core::Sink::committed`]). The log is opened so new LSNs start above all of them and
-//! above its own frames; then every frame is replayed into its table's writer, partition by
-//! partition, except the pieces the store already holds. Replayed rows go through the same FIFO
-//! as new inserts, so no new insert is acknowledged `committed` before them.
+//! ([`sluice_core::Sink::committed`]). The log is opened so new LSNs start above all of them,
+//! above its own frames and above its reservation (every LSN it ever handed out); then every
+//! frame is replayed into its table's writer, partition by partition, except the pieces the
+//! store already holds. Replayed rows go through the same FIFO as new inserts, so no new insert
+//! is acknowledged `committed` before them.
+//!
+//! With the log on, a store that does not answer at start (a retriable error, or no answer
+//! within [`START_OPEN_TIMEOUT`]) does not stop it: its tables' writers open them later
+//! (`writer::Opening`), and leave out then the replayed pieces the store holds. This is sound
+//! because of the reservation: every new LSN is above anything any store can hold, whether or
+//! not the store was asked. Without the log there is no reservation (and nothing to replay),
+//! so every store must answer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
@@ -37,7 +46,13 @@ use crate::error::{InsertError, PartitionLimit, StartError};
 use crate::memory::MemoryBudget;
 use crate::record::{self, Record};
 use crate::stats::{TableInfo, TableStats, WalInfo, names};
-use crate::writer::{Command, FrameAck, InsertMsg, Piece, Writer, WriterReport};
+use crate::writer::{
+    Command, FrameAck, InsertMsg, Opening, Piece, Writer, WriterReport, open_table,
+};
+
+/// How long the start waits for a store to open a table (with the log on) before it goes on
+/// without it and leaves the opening to the table's writer.
+pub const START_OPEN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Bodies larger than this are decoded on a blocking thread, off the async workers.
 const DECODE_INLINE_MAX: usize = 1024 * 1024;
@@ -209,23 +224,55 @@ impl PipelineBuilder {
             tables.push((def, self.default_sink.clone()));
         }
 
-        // Each store says what it holds; the log's numbering starts above all of it.
+        // Each store says what it holds; the log's numbering starts above all of it. With the
+        // log on, a store that does not answer is opened later by its tables' writers.
         let mut watermarks: HashMap<TableName, HashMap<PartitionKey, u64>> = HashMap::new();
+        let mut unopened: HashSet<TableName> = HashSet::new();
+        // Stores that did not answer: their other tables are not tried again now, so a store
+        // that times out costs the start one timeout, not one per table.
+        let mut down: Vec<&Arc<dyn sluice_core::Sink>> = Vec::new();
         let mut highest = 0;
         for (def, sink) in &tables {
-            // Remembered only once its store has it: a declared table the store refuses (and
-            // the config then drops) must not come back from the catalog to stop every start.
-            sink.create_table(def).await?;
-            let catalog = self.catalog.clone();
-            let (name, layout) = (def.name().clone(), def.layout());
-            tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
-                .await
-                .map_err(|e| {
-                    sluice_core::CatalogError::new(format!("catalog task failed: {e}"))
-                })??;
-            let held: HashMap<PartitionKey, u64> = sink.committed(def).await?.into_iter().collect();
-            highest = held.values().copied().fold(highest, u64::max);
-            watermarks.insert(def.name().clone(), held);
+            if down.iter().any(|d| Arc::ptr_eq(d, sink)) {
+                tracing::warn!(
+                    table = %def.name(), sink = sink.name(),
+                    "the table's store did not answer for another table; sluice starts without it"
+                );
+                unopened.insert(def.name().clone());
+                continue;
+            }
+            let open = open_table(sink.as_ref(), &self.catalog, def);
+            let opened = match config.wal {
+                None => open.await,
+                Some(_) => tokio::time::timeout(START_OPEN_TIMEOUT, open)
+                    .await
+                    .unwrap_or_else(|_| {
+                        let reason = format!("no answer within {START_OPEN_TIMEOUT:?}");
+                        Err(sluice_core::SinkError::retriable(sink.name(), reason).into())
+                    }),
+            };
+            match opened {
+                Ok(held) => {
+                    highest = held.values().copied().fold(highest, u64::max);
+                    watermarks.insert(def.name().clone(), held);
+                }
+                Err(StartError::Sink(error)) if error.is_retriable() && config.wal.is_some() => {
+                    tracing::warn!(
+                        table = %def.name(), sink = sink.name(), error = %error,
+                        "the table's store does not answer; sluice starts without it: the \
+                         table's inserts are logged and held, and land once the store answers"
+                    );
+                    unopened.insert(def.name().clone());
+                    down.push(sink);
+                }
+                Err(StartError::Sink(error)) if error.is_retriable() => {
+                    return Err(StartError::StoreDown {
+                        table: def.name().to_string(),
+                        error,
+                    });
+                }
+                Err(error) => return Err(error),
+            }
         }
         let (wal, replay) = match &config.wal {
             None => (None, None),
@@ -259,7 +306,10 @@ impl PipelineBuilder {
             }),
         };
         for (def, sink) in tables {
-            pipeline.register(def, sink);
+            let opening = unopened
+                .contains(def.name())
+                .then(|| Opening::new(pipeline.inner.catalog.clone()));
+            pipeline.register(def, sink, opening);
         }
         if let (Some(replay), Some(wal)) = (replay, pipeline.inner.wal.clone()) {
             let handles = pipeline.read_tables().clone();
@@ -384,6 +434,8 @@ fn replay_frames(
                 return;
             }
         };
+        // A table whose store did not answer has no watermarks yet: its writer leaves out what
+        // the store holds once it opens the table.
         let held = watermarks.get(handle.def.name());
         let total = pieces.len();
         let pieces: Vec<Piece> = pieces
@@ -413,6 +465,7 @@ fn replay_frames(
             arrived: Instant::now(),
             waiter: None,
             durable: None,
+            unfiltered: held.is_none(),
         };
         let _ = handle.tx.send(Command::Insert(msg));
     })?;
@@ -734,7 +787,13 @@ impl Pipeline {
                         return Err(InsertError::WalFailed(e.to_string()));
                     }
                 },
-                (Some(wal), None) => (wal.next_lsn(), None, None),
+                (Some(wal), None) => match wal.next_lsn() {
+                    Ok(lsn) => (lsn, None, None),
+                    Err(e) => {
+                        memory.release(bytes);
+                        return Err(InsertError::WalFailed(e.to_string()));
+                    }
+                },
                 (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
             };
             let msg = InsertMsg {
@@ -744,6 +803,7 @@ impl Pipeline {
                 waiter,
                 durable: durable.clone(),
                 frame,
+                unfiltered: false,
             };
             if handle.tx.send(Command::Insert(msg)).is_err() {
                 // Shutting down. A logged frame stays in the log and lands after the next start.
@@ -822,10 +882,15 @@ impl Pipeline {
             .map_err(|e| create_failed(e.to_string()))?
             .map_err(|e| create_failed(e.to_string()))?;
         tracing::info!(table = %name, columns = def.schema().columns().len(), "table created from its first insert");
-        Ok(self.register(def, sink))
+        Ok(self.register(def, sink, None))
     }
 
-    fn register(&self, def: TableDef, sink: Arc<dyn sluice_core::Sink>) -> Arc<TableHandle> {
+    fn register(
+        &self,
+        def: TableDef,
+        sink: Arc<dyn sluice_core::Sink>,
+        opening: Option<Opening>,
+    ) -> Arc<TableHandle> {
         let def = Arc::new(def);
         let stats = Arc::new(TableStats::default());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -838,9 +903,8 @@ impl Pipeline {
             sink.clone(),
             memory.clone(),
             stats.clone(),
-            self.inner.config.backoff,
-            self.inner.config.shutdown_timeout,
-            self.inner.config.dead_letters.clone(),
+            &self.inner.config,
+            opening,
         );
         let task = tokio::spawn(writer.run(rx));
         match self.inner.writers.lock() {

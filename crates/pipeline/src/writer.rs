@@ -18,10 +18,15 @@
 //! its frame is on disk, and inserts after it wait behind it, so parts hold inserts in LSN order
 //! per partition, which is what makes the stores' per-partition watermarks sound.
 //!
+//! A table whose store did not answer when sluice started is opened by its writer instead
+//! ([`Opening`]): it tries again on the backoff, holding every insert back meanwhile (they are
+//! logged, so `durable` ones are answered), and once the store answers it drops the replayed
+//! pieces the store already holds, as the start does for every other table, and goes on.
+//!
 //! On close the writer stops taking messages, drains what was already sent, seals everything and
 //! flushes until the queue is empty or the shutdown timeout passes.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,15 +35,17 @@ use arrow::array::RecordBatch;
 use metrics::{Counter, Gauge, Histogram};
 use sluice_core::retry::Backoff;
 use sluice_core::{
-    Batcher, FlushBatch, FlushId, FlushReason, Landed, PartitionKey, Sealed, Sink, SinkError,
-    TableDef,
+    Batcher, Catalog, FlushBatch, FlushId, FlushReason, Landed, PartitionKey, Sealed, Sink,
+    SinkError, TableDef,
 };
 use sluice_wal::{Completion, Wal};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
 use crate::ack::{Failure, Waiter};
+use crate::config::PipelineConfig;
 use crate::dead;
+use crate::error::StartError;
 use crate::memory::{INSERT_OVERHEAD, MemoryBudget};
 use crate::stats::{TableStats, names};
 
@@ -60,7 +67,69 @@ pub(crate) struct InsertMsg {
     pub(crate) durable: Option<Arc<Completion>>,
     /// Its frame, when it was logged (or replayed): told when every piece has landed.
     pub(crate) frame: Option<Arc<FrameAck>>,
+    /// Replayed from the log at start, with the pieces the store holds not yet left out (its
+    /// store did not answer then; see [`Opening`]).
+    pub(crate) unfiltered: bool,
 }
+
+impl InsertMsg {
+    /// Leaves out the pieces the store already holds (`held`: its watermark per partition),
+    /// releasing their memory and telling their frame. `false` when nothing is left.
+    fn keep_unlanded(&mut self, held: &HashMap<PartitionKey, u64>, memory: &MemoryBudget) -> bool {
+        let seq = self.seq;
+        self.pieces.retain(|piece| {
+            let landed = held.get(&piece.key).is_some_and(|w| seq <= *w);
+            if landed {
+                memory.release(piece.charge());
+                if let Some(frame) = &self.frame {
+                    frame.piece_done();
+                }
+            }
+            !landed
+        });
+        self.unfiltered = false;
+        !self.pieces.is_empty()
+    }
+}
+
+/// Prepares a table in its store and reads what the store holds of it, per partition: what the
+/// start does for every table, and a writer does for one whose store did not answer then. The
+/// table is remembered in the catalog only once its store has made it.
+pub(crate) async fn open_table(
+    sink: &dyn Sink,
+    catalog: &Arc<dyn Catalog>,
+    def: &TableDef,
+) -> Result<HashMap<PartitionKey, u64>, StartError> {
+    // Remembered only once its store has it: a declared table the store refuses (and the
+    // config then drops) must not come back from the catalog to stop every start.
+    sink.create_table(def).await?;
+    let catalog = catalog.clone();
+    let (name, layout) = (def.name().clone(), def.layout());
+    tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
+        .await
+        .map_err(|e| sluice_core::CatalogError::new(format!("catalog task failed: {e}")))??;
+    Ok(sink.committed(def).await?.into_iter().collect())
+}
+
+/// A table whose store has not been opened yet: the writer tries until it is, and flushes
+/// nothing before.
+pub(crate) struct Opening {
+    catalog: Arc<dyn Catalog>,
+    attempt: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Opening {
+    pub(crate) fn new(catalog: Arc<dyn Catalog>) -> Self {
+        Self {
+            catalog,
+            attempt: 0,
+            retry_at: None,
+        }
+    }
+}
+
+type OpenResult = Result<HashMap<PartitionKey, u64>, StartError>;
 
 /// A logged insert's frame, landed once every partition piece of it is in the store.
 pub(crate) struct FrameAck {
@@ -223,17 +292,20 @@ pub(crate) struct Writer {
     buffered_rows: u64,
     buffered_bytes: u64,
     instruments: Instruments,
+    /// Set while the table's store has not been opened.
+    opening: Option<Opening>,
 }
 
 impl Writer {
+    /// The writer of `table`, with the pipeline's retry, shutdown and dead-letter settings;
+    /// `opening` when the table's store is still to be opened.
     pub(crate) fn new(
         table: Arc<TableDef>,
         sink: Arc<dyn Sink>,
         memory: Arc<MemoryBudget>,
         stats: Arc<TableStats>,
-        backoff: Backoff,
-        shutdown_timeout: Duration,
-        dead_letters: Option<PathBuf>,
+        config: &PipelineConfig,
+        opening: Option<Opening>,
     ) -> Self {
         let instruments = Instruments::new(table.name().as_str());
         Self {
@@ -241,9 +313,9 @@ impl Writer {
             sink,
             memory,
             stats,
-            backoff,
-            shutdown_timeout,
-            dead_letters,
+            backoff: config.backoff,
+            shutdown_timeout: config.shutdown_timeout,
+            dead_letters: config.dead_letters.clone(),
             buffers: BTreeMap::new(),
             queue: VecDeque::new(),
             undurable: VecDeque::new(),
@@ -254,17 +326,22 @@ impl Writer {
             buffered_rows: 0,
             buffered_bytes: 0,
             instruments,
+            opening,
         }
     }
 
     /// Runs until closed (by [`Command::Close`] or every sender gone) and drained.
     pub(crate) async fn run(mut self, mut rx: UnboundedReceiver<Command>) -> WriterReport {
         let mut inflight: Option<Inflight> = None;
+        let mut opening: Option<JoinHandle<OpenResult>> = None;
         let mut inbox = Vec::with_capacity(INBOX);
         let mut draining = false;
         let mut give_up_at: Option<Instant> = None;
         loop {
             let now = Instant::now();
+            if opening.is_none() {
+                opening = self.start_open(now);
+            }
             if draining {
                 self.seal_all(FlushReason::Shutdown);
             }
@@ -277,14 +354,32 @@ impl Writer {
                 && self.buffers.is_empty()
                 && self.undurable.is_empty()
             {
+                if let Some(task) = opening.take() {
+                    task.abort();
+                }
                 break;
             }
             if give_up_at.is_some_and(|t| now >= t) {
+                if let Some(task) = opening.take() {
+                    task.abort();
+                }
                 return self.give_up(inflight);
             }
             let wake = self.next_wake(inflight.is_some(), give_up_at);
-            let fsync = self.undurable.front().and_then(|m| m.durable.clone());
+            // Held-back inserts wait for the store to open before their fsync matters.
+            let fsync = match self.opening {
+                None => self.undurable.front().and_then(|m| m.durable.clone()),
+                Some(_) => None,
+            };
             tokio::select! {
+                result = async { opening.as_mut().expect("guarded").await }, if opening.is_some() => {
+                    opening = None;
+                    let result = result.unwrap_or_else(|e| {
+                        Err(SinkError::retriable(self.sink.name(), format!("open task failed: {e}")).into())
+                    });
+                    self.opened(result);
+                    self.publish_buffered();
+                }
                 result = async { (&mut inflight.as_mut().expect("guarded").task).await }, if inflight.is_some() => {
                     let done = inflight.take().expect("guarded");
                     let result = result.unwrap_or_else(|e| {
@@ -324,10 +419,82 @@ impl Writer {
         }
     }
 
-    /// Buffers an insert, or holds it back while its frame (or one before it) is not durable.
+    /// Tries to open the table's store, if it is not open and no try or backoff is pending.
+    fn start_open(&mut self, now: Instant) -> Option<JoinHandle<OpenResult>> {
+        let opening = self.opening.as_mut()?;
+        if opening.retry_at.is_some_and(|t| now < t) {
+            return None;
+        }
+        opening.retry_at = None;
+        let (sink, catalog, table) = (
+            self.sink.clone(),
+            opening.catalog.clone(),
+            self.table.clone(),
+        );
+        Some(tokio::spawn(async move {
+            open_table(sink.as_ref(), &catalog, &table).await
+        }))
+    }
+
+    /// The outcome of a try at opening the store: the held-back inserts go on (without the
+    /// replayed pieces the store holds), or the next try is scheduled.
+    fn opened(&mut self, result: OpenResult) {
+        let Some(opening) = self.opening.as_mut() else {
+            return;
+        };
+        match result {
+            Ok(held) => {
+                let attempts = opening.attempt + 1;
+                self.opening = None;
+                let pieces =
+                    |q: &VecDeque<InsertMsg>| q.iter().map(|m| m.pieces.len()).sum::<usize>();
+                let (before, mut kept) = (pieces(&self.undurable), VecDeque::new());
+                for mut msg in self.undurable.drain(..) {
+                    if !msg.unfiltered || msg.keep_unlanded(&held, &self.memory) {
+                        kept.push_back(msg);
+                    }
+                }
+                self.undurable = kept;
+                tracing::info!(
+                    table = %self.table.name(), attempts, held_back = self.undurable.len(),
+                    pieces_already_landed = before - pieces(&self.undurable),
+                    "the table's store answered; its inserts land from now on"
+                );
+                self.last_error = None;
+                self.stats.set_error(None);
+                self.admit_durable();
+            }
+            Err(error) => {
+                opening.attempt += 1;
+                let delay = self.backoff.delay(opening.attempt, rand::random::<f64>());
+                opening.retry_at = Some(Instant::now() + delay);
+                let retriable = matches!(&error, StartError::Sink(e) if e.is_retriable());
+                let message = format!("the store cannot open the table yet: {error}");
+                if retriable {
+                    tracing::warn!(
+                        table = %self.table.name(), attempt = opening.attempt,
+                        retry_in_ms = delay.as_millis() as u64, error = %error,
+                        "the table's store does not answer; its inserts are held until it does"
+                    );
+                } else {
+                    tracing::error!(
+                        table = %self.table.name(), attempt = opening.attempt,
+                        retry_in_ms = delay.as_millis() as u64, error = %error,
+                        "the table's store refuses to open it; its inserts are held (and kept in \
+                         the write-ahead log) until the store or the config is fixed"
+                    );
+                }
+                self.last_error = Some(message.clone());
+                self.stats.set_error(Some(message));
+            }
+        }
+    }
+
+    /// Buffers an insert, or holds it back while its frame (or one before it) is not durable,
+    /// or while the store is not open.
     fn receive(&mut self, msg: InsertMsg) {
         let waiting = msg.durable.as_ref().is_some_and(|d| d.result().is_none());
-        if waiting || !self.undurable.is_empty() {
+        if waiting || !self.undurable.is_empty() || self.opening.is_some() {
             self.undurable.push_back(msg);
         } else {
             self.admit(msg);
@@ -336,6 +503,9 @@ impl Writer {
 
     /// Moves held-back inserts whose fsync finished into the buffers, in order.
     fn admit_durable(&mut self) {
+        if self.opening.is_some() {
+            return;
+        }
         while let Some(front) = self.undurable.front() {
             if front.durable.as_ref().is_some_and(|d| d.result().is_none()) {
                 break;
@@ -440,7 +610,12 @@ impl Writer {
         let waiting = !flushing && !self.queue.is_empty();
         let retry = self.retry_at.filter(|_| waiting);
         let paced = self.paced_until.filter(|_| waiting);
-        ages.chain(retry).chain(paced).chain(give_up_at).min()
+        let open = self.opening.as_ref().and_then(|o| o.retry_at);
+        ages.chain(retry)
+            .chain(paced)
+            .chain(open)
+            .chain(give_up_at)
+            .min()
     }
 
     /// Starts the next flush if none is running and no backoff or pause is pending.
@@ -691,9 +866,25 @@ impl Writer {
             }
             self.memory.release(charge(&sealed));
         }
+        // Held back (their fsync, or the store's opening, never came): a logged one is replayed
+        // at the next start, unless its fsync failed (then its producer was refused).
         for msg in self.undurable.drain(..) {
+            let logged = msg.frame.is_some()
+                && !msg
+                    .durable
+                    .as_ref()
+                    .is_some_and(|d| matches!(d.result(), Some(Err(_))));
             for piece in &msg.pieces {
+                let rows = piece.batch.num_rows() as u64;
+                if logged {
+                    deferred += rows;
+                } else if msg.frame.is_none() {
+                    lost += rows;
+                }
                 self.memory.release(piece.charge());
+            }
+            if let Some(waiter) = &msg.waiter {
+                waiter.failed(Failure::Abandoned(reason.clone()));
             }
         }
         tracing::error!(table = %self.table.name(), lost, deferred, error = %reason, "rows not landed at shutdown");

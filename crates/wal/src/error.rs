@@ -34,6 +34,19 @@ pub enum WalError {
         /// The mode that refused it.
         mode: RecoveryMode,
     },
+    /// The LSN reservation file cannot be read as one. Without it the log cannot tell which
+    /// LSNs it handed out, so it does not open.
+    #[error(
+        "the WAL's LSN reservation {} holds {reason}; with the stores reachable, move it away \
+         and start again: sluice then numbers new inserts above what the stores report",
+        path.display()
+    )]
+    Reservation {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An fsync failed earlier; the log takes no more appends until restart.
     #[error("the WAL is poisoned by an earlier failure and takes no writes until restart: {0}")]
     Poisoned(String),

@@ -96,6 +96,9 @@ impl Storage for FaultyStorage {
     fn remove(&self, path: &Path) -> io::Result<()> {
         FsStorage.remove(path)
     }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FsStorage.rename(from, to)
+    }
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         FsStorage.create_dir_all(dir)
     }

@@ -4,6 +4,7 @@
 //! DATA_DIR/_sluice/wal/
 //!   00000000000000000001.wal      segment named by its first LSN
 //!   00000000000000052317.wal      the active segment
+//!   reserved-lsn                  every LSN handed out lies below the number it holds
 //!
 //! segment: +-----------------------------------+-------+-------+-----
 //!          | "SLUICWAL" | version u32 | 0 u32 | frame | frame | ...
@@ -20,6 +21,8 @@
 //! - [`frame`]: encoding and decoding one frame (pure; fuzzed).
 //! - [`recovery`]: scanning a segment and the recovery modes (pure).
 //! - [`log`]: open, replay, append, group commit, release, poison.
+//! - [`reserve`]: the LSN reservation, which keeps LSNs rising across restarts even for LSNs
+//!   no frame records.
 //! - [`storage`]: file access behind a trait, so tests inject faults.
 //! - [`faults`]: real files with switches that fail fsyncs and writes, for tests.
 //!
@@ -30,6 +33,7 @@ pub mod faults;
 pub mod frame;
 pub mod log;
 pub mod recovery;
+pub mod reserve;
 pub mod storage;
 
 pub use error::WalError;
@@ -37,4 +41,5 @@ pub use log::{
     Appended, Completion, DEFAULT_SEGMENT_BYTES, Recovered, Replay, Wal, WalConfig, WalStats,
 };
 pub use recovery::RecoveryMode;
+pub use reserve::DEFAULT_RESERVE_BLOCK;
 pub use storage::{FsStorage, SegmentFile, Storage};

@@ -37,6 +37,7 @@ use tokio::sync::Notify;
 use crate::error::WalError;
 use crate::frame;
 use crate::recovery::{self, Problem, RecoveryMode, SEGMENT_HEADER_LEN, segment_header};
+use crate::reserve::{DEFAULT_RESERVE_BLOCK, Reservation};
 use crate::storage::{SegmentFile, Storage, parse_segment_name, segment_path};
 
 /// Segment size: large enough that rotation (a create and two fsyncs) is rare, small enough that
@@ -55,6 +56,8 @@ pub struct WalConfig {
     pub segment_bytes: u64,
     /// What recovery does with a frame that does not check out.
     pub recovery: RecoveryMode,
+    /// LSNs reserved at a time (see [`crate::reserve`]).
+    pub reserve_block: u64,
 }
 
 impl WalConfig {
@@ -64,6 +67,7 @@ impl WalConfig {
             dir: dir.into(),
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             recovery: RecoveryMode::default(),
+            reserve_block: DEFAULT_RESERVE_BLOCK,
         }
     }
 }
@@ -149,6 +153,18 @@ struct Queue {
     closing: bool,
     /// Frames not yet landed in their store.
     outstanding: BTreeSet<u64>,
+    /// Moved ahead of `next_lsn` before an LSN at or above it is handed out.
+    reservation: Reservation,
+}
+
+impl Queue {
+    /// Hands out the next LSN, once the reservation covers it.
+    fn take_lsn(&mut self) -> Result<u64, WalError> {
+        let lsn = self.next_lsn;
+        self.reservation.cover(lsn)?;
+        self.next_lsn += 1;
+        Ok(lsn)
+    }
 }
 
 impl Queue {
@@ -202,9 +218,10 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 }
 
 impl Wal {
-    /// Opens (or creates) the log in `config.dir` and recovers it. New LSNs start above both
-    /// the log's last frame and `min_next_lsn` (the highest LSN the stores already hold, plus
-    /// one), so an LSN is never reused even after every segment was released.
+    /// Opens (or creates) the log in `config.dir` and recovers it. New LSNs start above the
+    /// log's last frame, `min_next_lsn` (the highest LSN the stores already hold, plus one) and
+    /// the reservation (every LSN the log ever handed out, logged or not, plus one), so an LSN
+    /// is never reused, even after every segment was released and with no store to ask.
     pub fn open(
         config: WalConfig,
         storage: Arc<dyn Storage>,
@@ -271,7 +288,12 @@ impl Wal {
             kept.push((*first, path, scan.valid_len));
         }
         recovered.last_lsn = (last > 0).then_some(last);
-        let next_lsn = (last + 1).max(min_next_lsn).max(1);
+        let mut reservation = Reservation::open(storage.clone(), &dir, config.reserve_block)?;
+        let next_lsn = (last + 1)
+            .max(min_next_lsn)
+            .max(reservation.reserved())
+            .max(1);
+        reservation.cover(next_lsn)?;
 
         // A frame of a torn tail that was cut never reaches replay: keep only what replay sees.
         let outstanding: BTreeSet<u64> = recovered_lsns
@@ -320,6 +342,7 @@ impl Wal {
                 poisoned: None,
                 closing: false,
                 outstanding,
+                reservation,
             }),
             wake: Condvar::new(),
             stats: WalStats::default(),
@@ -356,8 +379,7 @@ impl Wal {
         if queue.closing {
             return Err(WalError::Closed);
         }
-        let lsn = queue.next_lsn;
-        queue.next_lsn += 1;
+        let lsn = queue.take_lsn()?;
         if queue.frames == 0 {
             queue.group_first = lsn;
         }
@@ -372,12 +394,10 @@ impl Wal {
     }
 
     /// Takes the next LSN without writing a frame (for rows that are not logged). LSNs stay
-    /// unique and rising across logged and unlogged rows.
-    pub fn next_lsn(&self) -> u64 {
-        let mut queue = lock(&self.shared.queue);
-        let lsn = queue.next_lsn;
-        queue.next_lsn += 1;
-        lsn
+    /// unique and rising across logged and unlogged rows, and across restarts (the
+    /// reservation). Fails only when the reservation cannot be moved.
+    pub fn next_lsn(&self) -> Result<u64, WalError> {
+        lock(&self.shared.queue).take_lsn()
     }
 
     /// Says that the store holds the rows of frame `lsn` (or that they will never land and must

@@ -27,6 +27,8 @@ pub trait Storage: Send + Sync + 'static {
     fn open_append(&self, path: &Path, len: u64) -> io::Result<Box<dyn SegmentFile>>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` if it exists (atomically, as rename(2) does).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Creates `dir` (and parents) if missing.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Fsyncs a directory so entries created, renamed or removed in it are durable.
@@ -93,6 +95,10 @@ impl Storage for FsStorage {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {

@@ -2,7 +2,8 @@
 //! single-row producers across a SIGKILL land at least once and are counted; a table made by
 //! hand gets the columns the config adds; a batch the table cannot take goes to the dead-letter
 //! folder with ClickHouse's words; `Too many parts` is waited
-//! out, never dropped; and pacing keeps a partition's part count away from the limits.
+//! out, never dropped; pacing keeps a partition's part count away from the limits; and a server
+//! down when sluice starts does not stop the start.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,41 @@ fn load(server: &ServerProcess, producers: usize, stop: Stop, id_offset: u64) ->
         seed: 5,
         id_offset,
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
+    let ch = ClickHouse::start().unwrap();
+    ch.stop().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &ch, "");
+    let mut server =
+        ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+
+    // Through sluice's ClickHouse endpoint, taken and logged while ClickHouse is down.
+    let insert = "/?query=INSERT%20INTO%20load%20FORMAT%20JSONEachRow&sluice_ack=durable";
+    for i in 0..10 {
+        let body: String = (i * 10..(i + 1) * 10)
+            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
+            .collect();
+        let (status, message) = http_post(server.addr, insert, body).await.unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+    assert!(tables.contains("cannot open the table yet"), "{tables}");
+
+    ch.restart().unwrap();
+    // Once it answers, the database, the ledger and the table are made and the rows land.
+    let committed = "/?query=INSERT%20INTO%20load%20FORMAT%20JSONEachRow&sluice_ack=committed";
+    let (status, message) = http_post(server.addr, committed, "{\"id\":100,\"service\":\"web\"}")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{message}");
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let found = ids(&ch).await;
+    assert_eq!(found.len(), 101, "{found:?}");
+    assert!((0..=100).all(|id| found.get(&id) == Some(&1)), "{found:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,9 +390,7 @@ async fn types_and_partitions_land_as_documented() {
     use sluice_sinks::{ClickHouseConfig, ClickHouseSink};
 
     let ch = ClickHouse::start().unwrap();
-    let sink = ClickHouseSink::connect(ClickHouseConfig::new(&ch.url))
-        .await
-        .unwrap();
+    let sink = ClickHouseSink::new(ClickHouseConfig::new(&ch.url)).unwrap();
     let table = typed_table();
     sink.create_table(&table).await.unwrap();
     let body = br#"{"id":1,"ts":"2026-11-29T12:00:00.900Z","small":-5,"big":18446744073709551615,"ok":true,"day":"2026-11-29","x":1.5,"s`; DROP TABLE _sluice_ledger; --":"o'brien \\ \"q\""}
@@ -427,7 +461,11 @@ async fn the_ledger_is_compacted_and_survives_a_compaction_cut_short() {
 
     let ch = ClickHouse::start().unwrap();
     let table = typed_table();
-    let connect = || ClickHouseSink::connect(ClickHouseConfig::new(&ch.url));
+    // The ledger is set up (and compacted) when a sink first opens a table.
+    let connect = async || {
+        let sink = ClickHouseSink::new(ClickHouseConfig::new(&ch.url))?;
+        sink.create_table(&table).await.map(|()| sink)
+    };
     connect().await.unwrap();
     ch.query(&format!(
         "INSERT INTO _sluice_ledger SELECT 'typed', '=2026-11-29', number, now() \

@@ -1,7 +1,8 @@
 //! Into a real PostgreSQL server (started by `scripts/services/postgres.sh`): every row exactly
 //! once through the ledger, a server restart in the middle of the load that loses nothing, a
 //! table made by hand given the config's columns, a batch it refuses sent to the dead-letter
-//! folder with PostgreSQL's words, and a table no insert could fill stopping the start.
+//! folder with PostgreSQL's words, a table no insert could fill stopping the start, and a server
+//! down when sluice starts, which does not.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -98,6 +99,51 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
     println!("PostgreSQL restart under load: {found:?}");
     assert!(found.acked >= 5_000, "{found:?}");
     assert_eq!((found.lost, found.duplicated), (0, 0), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
+    let pg = Postgres::start().unwrap();
+    pg.stop().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let mut server = ServerProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_sluice")),
+        &dir.path().join("data"),
+        Some(&config),
+    )
+    .unwrap();
+
+    // Taken and logged while PostgreSQL is down; the table says why nothing lands.
+    for i in 0..10 {
+        let body: String = (i * 10..(i + 1) * 10)
+            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
+            .collect();
+        let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=durable", body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+    assert!(tables.contains("cannot open the table yet"), "{tables}");
+    let health = http_get(server.addr, "/health").await.unwrap();
+    assert!(health.contains("degraded"), "{health}");
+
+    pg.restart().unwrap();
+    // Once it answers, the table is made and the held rows land; `committed` inserts work.
+    let (status, message) = http_post(
+        server.addr,
+        "/v1/tables/load/rows?ack=committed",
+        "{\"id\":100,\"service\":\"web\"}",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{message}");
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let found = ids(&pg.url).await;
+    assert_eq!(found.len(), 101, "{found:?}");
+    assert!((0..=100).all(|id| found.get(&id) == Some(&1)), "{found:?}");
 }
 
 async fn columns(url: &str) -> Vec<(String, bool)> {
@@ -279,9 +325,7 @@ async fn a_table_with_a_required_column_the_config_lacks_stops_the_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn types_land_as_documented_and_a_replayed_flush_is_skipped() {
     let pg = Postgres::start().unwrap();
-    let sink = PostgresSink::connect(PostgresConfig::new(&pg.url))
-        .await
-        .unwrap();
+    let sink = PostgresSink::new(PostgresConfig::new(&pg.url)).unwrap();
     let layout = TableLayout {
         columns: vec![
             Column::new("id", ColumnType::Int64).required(),

@@ -44,8 +44,9 @@ type LedgerBacklog = HashMap<(String, String), u64>;
 pub struct ClickHouseSink {
     client: Client,
     config: Arc<ClickHouseConfig>,
-    /// The server's own `parts_to_delay_insert`.
-    server_delay_at: u64,
+    /// Set once the server has answered: the database and the ledger exist, and this is the
+    /// server's own `parts_to_delay_insert`.
+    server_delay_at: Arc<tokio::sync::OnceCell<u64>>,
     tables: Arc<Mutex<HashMap<String, TableState>>>,
     /// Held while the ledger is written, so writes go one at a time.
     ledger: Arc<tokio::sync::Mutex<LedgerBacklog>>,
@@ -67,32 +68,44 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ClickHouseSink {
-    /// Checks the server answers, creates the database and the ledger, and reads the server's
-    /// part thresholds. Afterwards, outages are retried flush by flush.
-    pub async fn connect(config: ClickHouseConfig) -> Result<Self, SinkError> {
+    /// The sink, without asking the server anything yet: the first table it opens creates the
+    /// database and the ledger and reads the server's part thresholds, so a server that is down
+    /// when sluice starts is an error of that table's opening, which sluice retries. Fails only
+    /// for settings no server could take (a bad URL).
+    pub fn new(config: ClickHouseConfig) -> Result<Self, SinkError> {
         let client = Client::new(&config).map_err(|e| SinkError::permanent(SINK, e))?;
-        let db = quote(&config.database);
-        client
-            .query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))
-            .await
-            .map_err(|e| e.into_sink_error("cannot create the database"))?;
-        open_ledger(&client, &config.database).await?;
-        let server_delay_at = client
-            .query(
-                "SELECT value FROM system.merge_tree_settings \
-                 WHERE name = 'parts_to_delay_insert' FORMAT TabSeparated",
-            )
-            .await
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-            .unwrap_or(DEFAULT_DELAY_AT);
         Ok(Self {
             client,
             config: Arc::new(config),
-            server_delay_at,
+            server_delay_at: Arc::default(),
             tables: Arc::default(),
             ledger: Arc::default(),
         })
+    }
+
+    /// Sets the server up for sluice once (the database, the ledger) and says its
+    /// `parts_to_delay_insert`.
+    async fn server(&self) -> Result<u64, SinkError> {
+        let delay_at = self.server_delay_at.get_or_try_init(|| async {
+            let db = quote(&self.config.database);
+            self.client
+                .query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))
+                .await
+                .map_err(|e| e.into_sink_error("cannot create the database"))?;
+            open_ledger(&self.client, &self.config.database).await?;
+            let delay_at = self
+                .client
+                .query(
+                    "SELECT value FROM system.merge_tree_settings \
+                     WHERE name = 'parts_to_delay_insert' FORMAT TabSeparated",
+                )
+                .await
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+                .unwrap_or(DEFAULT_DELAY_AT);
+            Ok::<_, SinkError>(delay_at)
+        });
+        delay_at.await.copied()
     }
 
     /// The sink's settings.
@@ -161,6 +174,7 @@ impl ClickHouseSink {
     /// leaves out).
     async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
         let sql = self.create_sql(table)?;
+        let server_delay_at = self.server().await?;
         self.client
             .query(&sql)
             .await
@@ -182,7 +196,7 @@ impl ClickHouseSink {
                 let row: serde_json::Value = serde_json::from_str(text.lines().next()?).ok()?;
                 pacing::table_setting(row["create_table_query"].as_str()?, "parts_to_delay_insert")
             })
-            .unwrap_or(self.server_delay_at);
+            .unwrap_or(server_delay_at);
         lock(&self.tables).insert(
             table.name().to_string(),
             TableState {
@@ -404,6 +418,7 @@ impl ClickHouseSink {
     }
 
     async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
+        self.server().await?;
         let query = format!(
             "SELECT partition, max(last_seq) AS last_seq FROM {} WHERE table_name = {} \
              GROUP BY partition FORMAT JSONEachRow",

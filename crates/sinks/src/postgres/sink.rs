@@ -23,6 +23,8 @@ const SINK: &str = "postgres";
 pub struct PostgresSink {
     pool: Pool,
     config: Arc<PostgresConfig>,
+    /// Set once the ledger table exists.
+    ledger: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -93,9 +95,10 @@ async fn store_columns(
 }
 
 impl PostgresSink {
-    /// Builds the pool and creates the ledger. The server must answer now; afterwards, outages
-    /// are retried flush by flush.
-    pub async fn connect(config: PostgresConfig) -> Result<Self, SinkError> {
+    /// Builds the pool, without asking the server anything yet: the first connection creates
+    /// the ledger, so a server that is down when sluice starts is an error of the first table's
+    /// opening, which sluice retries. Fails only for settings no server could take (a bad URL).
+    pub fn new(config: PostgresConfig) -> Result<Self, SinkError> {
         let pg: tokio_postgres::Config = config
             .url
             .parse()
@@ -111,20 +114,11 @@ impl PostgresSink {
             .max_size(config.pool_size.max(1))
             .build()
             .map_err(|e| SinkError::permanent(SINK, format!("cannot build the pool: {e}")))?;
-        let sink = Self {
+        Ok(Self {
             pool,
             config: Arc::new(config),
-        };
-        let client = sink.client().await?;
-        client
-            .batch_execute(&format!(
-                "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, partition text NOT NULL, \
-                 last_seq bigint NOT NULL, PRIMARY KEY (table_name, partition))",
-                quote(LEDGER_TABLE)
-            ))
-            .await
-            .map_err(|e| classify(&e, "cannot create the ledger"))?;
-        Ok(sink)
+            ledger: Arc::default(),
+        })
     }
 
     /// The sink's settings.
@@ -132,11 +126,27 @@ impl PostgresSink {
         &self.config
     }
 
+    /// A connection from the pool, once the ledger exists (created by the first one).
     async fn client(&self) -> Result<deadpool_postgres::Object, SinkError> {
-        self.pool
+        let client = self
+            .pool
             .get()
             .await
-            .map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))
+            .map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))?;
+        self.ledger
+            .get_or_try_init(|| async {
+                client
+                    .batch_execute(&format!(
+                        "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, \
+                         partition text NOT NULL, last_seq bigint NOT NULL, \
+                         PRIMARY KEY (table_name, partition))",
+                        quote(LEDGER_TABLE)
+                    ))
+                    .await
+                    .map_err(|e| classify(&e, "cannot create the ledger"))
+            })
+            .await?;
+        Ok(client)
     }
 
     /// Creates the table, or fits the one that exists to the layout ([`fit`]) in one

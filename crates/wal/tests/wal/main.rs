@@ -5,3 +5,4 @@
 
 mod faults;
 mod fixtures;
+mod reserve;
