@@ -108,7 +108,25 @@ pub enum InsertError {
     /// The pipeline stopped before the rows were committed.
     #[error("the rows were not committed: {0}")]
     NotCommitted(String),
-    /// A new table could not be created.
+    /// The store did not answer when asked to create a new table: nothing was taken, and the
+    /// same insert may be sent again later.
+    #[error("cannot create table '{table}' now, its store does not answer: {reason}")]
+    StoreUnavailable {
+        /// The table.
+        table: String,
+        /// The store's error.
+        reason: String,
+    },
+    /// The store refused to create a new table (a table of that name it already holds cannot
+    /// take rows of this layout, say): nothing was taken.
+    #[error("the store refused to create table '{table}': {reason}")]
+    TableRefused {
+        /// The table.
+        table: String,
+        /// The store's words.
+        reason: String,
+    },
+    /// A new table could not be remembered (the catalog failed).
     #[error("cannot create table '{table}': {reason}")]
     CreateFailed {
         /// The table.

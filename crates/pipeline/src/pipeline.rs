@@ -872,9 +872,14 @@ impl Pipeline {
         // next start. A crash between the two leaves a table the store holds and the catalog
         // does not; the next insert creates it again (creating is idempotent).
         let sink = self.inner.default_sink.clone();
-        sink.create_table(&def)
-            .await
-            .map_err(|e| create_failed(e.to_string()))?;
+        sink.create_table(&def).await.map_err(|e| {
+            let (table, reason) = (name.to_string(), e.to_string());
+            if e.is_retriable() {
+                InsertError::StoreUnavailable { table, reason }
+            } else {
+                InsertError::TableRefused { table, reason }
+            }
+        })?;
         let catalog = self.inner.catalog.clone();
         let (stored_name, layout) = (name.clone(), def.layout());
         tokio::task::spawn_blocking(move || catalog.store(&stored_name, &layout))

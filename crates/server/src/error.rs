@@ -40,8 +40,10 @@ pub(crate) enum Kind {
     NotCommittedInTime,
     /// Accepted but never committed (the pipeline stopped).
     NotCommitted,
-    /// The store refused the batch for good.
+    /// The store refused the batch for good, or refused to create the table.
     StoreRefused,
+    /// The store did not answer when a new table had to be made in it.
+    StoreUnavailable,
     /// No credentials, or ones not allowed to write to the table.
     Unauthorized,
     /// A bug or an unexpected failure inside sluice.
@@ -110,6 +112,12 @@ impl Kind {
                 "not_committed",
             ),
             Kind::StoreRefused => (S::BAD_GATEWAY, 1002, "UNKNOWN_EXCEPTION", "store_refused"),
+            Kind::StoreUnavailable => (
+                S::SERVICE_UNAVAILABLE,
+                210,
+                "NETWORK_ERROR",
+                "store_unavailable",
+            ),
             Kind::Unauthorized => (
                 S::UNAUTHORIZED,
                 516,
@@ -135,7 +143,7 @@ impl Kind {
             | Kind::NotCommitted => Some(1),
             // A full disk or a poisoned log (until a restart) does not clear within a second,
             // nor does a partition's backlog of merges.
-            Kind::WalFailed | Kind::TooManyParts => Some(5),
+            Kind::WalFailed | Kind::TooManyParts | Kind::StoreUnavailable => Some(5),
             _ => None,
         }
     }
@@ -171,7 +179,8 @@ impl From<InsertError> for ApiError {
             InsertError::TooManyPartitions { .. } => Kind::TooManyPartitions,
             InsertError::ShuttingDown => Kind::ShuttingDown,
             InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,
-            InsertError::StoreRefused(_) => Kind::StoreRefused,
+            InsertError::StoreRefused(_) | InsertError::TableRefused { .. } => Kind::StoreRefused,
+            InsertError::StoreUnavailable { .. } => Kind::StoreUnavailable,
             InsertError::NotCommitted(_) => Kind::NotCommitted,
             InsertError::CreateFailed { .. } => Kind::Internal,
             _ => Kind::Internal,
@@ -245,6 +254,13 @@ mod tests {
                 },
                 "too_many_parts",
             ),
+            (
+                InsertError::StoreUnavailable {
+                    table: "t".into(),
+                    reason: "cannot connect".into(),
+                },
+                "store_unavailable",
+            ),
         ] {
             let response = ApiError::from(error).into_response();
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -278,6 +294,7 @@ mod tests {
             Kind::NotCommittedInTime,
             Kind::NotCommitted,
             Kind::StoreRefused,
+            Kind::StoreUnavailable,
             Kind::Unauthorized,
             Kind::Internal,
         ];

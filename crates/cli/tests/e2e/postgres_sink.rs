@@ -107,12 +107,29 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
     pg.stop().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &pg.url);
+    // Auto-created tables go to PostgreSQL too.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("default_sink = \"pg\"\n{text}")).unwrap();
     let mut server = ServerProcess::spawn(
         Path::new(env!("CARGO_BIN_EXE_sluice")),
         &dir.path().join("data"),
         Some(&config),
     )
     .unwrap();
+    let post = async |table: &str, body: &'static str| {
+        reqwest::Client::new()
+            .post(format!("http://{}/v1/tables/{table}/rows", server.addr))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    };
+
+    // A table that would be auto-created cannot be made now: refused, safe to send again.
+    let response = post("fresh", "{\"id\":1}").await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["x-sluice-error"], "store_unavailable");
+    assert_eq!(response.headers()["retry-after"], "5");
 
     // Taken and logged while PostgreSQL is down; the table says why nothing lands.
     for i in 0..10 {
@@ -139,6 +156,20 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
     .await
     .unwrap();
     assert_eq!(status, 200, "{message}");
+    let response = post("fresh", "{\"id\":1}").await;
+    assert_eq!(response.status(), 200);
+    // A table of that name that cannot take the rows: refused by the store, not a 500.
+    client(&pg.url)
+        .await
+        .batch_execute("CREATE TABLE legacy (id bigint, must text NOT NULL)")
+        .await
+        .unwrap();
+    let response = post("legacy", "{\"id\":1}").await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(response.headers()["x-sluice-error"], "store_refused");
+    let message = response.text().await.unwrap();
+    assert!(message.contains("'must' that may not be null"), "{message}");
+
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(30)).unwrap().success());
     let found = ids(&pg.url).await;
