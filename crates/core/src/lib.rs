@@ -36,7 +36,7 @@ pub use batcher::{Batcher, Sealed};
 pub use decode::{DecodeOptions, conform, decode_ndjson};
 pub use error::{ConfigError, DecodeError, NameError};
 pub use name::TableName;
-pub use partition::{EmptyValue, PartitionKey, PartitionSpec};
+pub use partition::{EmptyValue, Grouped, PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
 pub use schema::{Column, ColumnType, TableSchema};
 pub use sink::{

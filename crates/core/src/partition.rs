@@ -158,8 +158,21 @@ impl PartitionSpec {
         batch: &RecordBatch,
         empty: EmptyValue,
     ) -> Result<Vec<(PartitionKey, RecordBatch)>, DecodeError> {
+        self.group(batch, empty)?.split()
+    }
+
+    /// Groups a decoded batch's rows by partition without copying them yet, so the partitions
+    /// can be counted (and an insert spread over too many refused) before any is built.
+    pub fn group<'a>(
+        &self,
+        batch: &'a RecordBatch,
+        empty: EmptyValue,
+    ) -> Result<Grouped<'a>, DecodeError> {
         let Some(name) = self.source_column() else {
-            return Ok(vec![(PartitionKey::Whole, batch.clone())]);
+            return Ok(Grouped {
+                batch,
+                groups: vec![(PartitionKey::Whole, None)],
+            });
         };
         let column = batch.column_by_name(name).ok_or_else(|| {
             DecodeError::new(
@@ -169,28 +182,25 @@ impl PartitionSpec {
             )
         })?;
         let keys = self.keys(column.as_ref(), empty)?;
-        let mut order: Vec<(PartitionKey, Vec<u32>)> = Vec::new();
+        let mut order: Vec<(PartitionKey, Option<Vec<u32>>)> = Vec::new();
         let mut index: HashMap<PartitionKey, usize> = HashMap::new();
         for (row, key) in keys.into_iter().enumerate() {
             let slot = *index.entry(key.clone()).or_insert_with(|| {
-                order.push((key, Vec::new()));
+                order.push((key, Some(Vec::new())));
                 order.len() - 1
             });
-            order[slot].1.push(row as u32);
+            if let Some(rows) = &mut order[slot].1 {
+                rows.push(row as u32);
+            }
         }
-        if order.len() == 1 {
-            let (key, _) = order.remove(0);
-            return Ok(vec![(key, batch.clone())]);
+        if let [(_, rows)] = order.as_mut_slice() {
+            // One partition: the batch as it is.
+            *rows = None;
         }
-        order
-            .into_iter()
-            .map(|(key, rows)| {
-                let rows = UInt32Array::from(rows);
-                arrow::compute::take_record_batch(batch, &rows)
-                    .map(|part| (key, part))
-                    .map_err(|e| DecodeError::new(None, None, e.to_string()))
-            })
-            .collect()
+        Ok(Grouped {
+            batch,
+            groups: order,
+        })
     }
 
     fn keys(
@@ -281,6 +291,40 @@ impl PartitionSpec {
             }
         }
         Ok(keys)
+    }
+}
+
+/// A batch's rows grouped by partition, in order of first appearance ([`PartitionSpec::group`]).
+#[derive(Debug)]
+pub struct Grouped<'a> {
+    batch: &'a RecordBatch,
+    /// Each partition and its rows; `None`: every row (the batch is one partition).
+    groups: Vec<(PartitionKey, Option<Vec<u32>>)>,
+}
+
+impl Grouped<'_> {
+    /// The partitions the batch spans.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Whether it spans none (never, for a batch of rows).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+
+    /// One batch per partition; rows keep their relative order inside each.
+    pub fn split(self) -> Result<Vec<(PartitionKey, RecordBatch)>, DecodeError> {
+        let batch = self.batch;
+        self.groups
+            .into_iter()
+            .map(|(key, rows)| match rows {
+                None => Ok((key, batch.clone())),
+                Some(rows) => arrow::compute::take_record_batch(batch, &UInt32Array::from(rows))
+                    .map(|part| (key, part))
+                    .map_err(|e| DecodeError::new(None, None, e.to_string())),
+            })
+            .collect()
     }
 }
 
@@ -382,6 +426,31 @@ mod tests {
                 (PartitionKey::Value("web".into()), vec![2]),
                 (PartitionKey::Null, vec![4]),
             ]
+        );
+    }
+
+    #[test]
+    fn partitions_are_counted_before_any_row_is_copied() {
+        let spec = PartitionSpec::Column("service".into());
+        let b = batch(
+            r#"{"id":1,"service":"api"}
+               {"id":2,"service":"web"}
+               {"id":3}"#,
+        );
+        assert_eq!(spec.group(&b, EmptyValue::Kept).unwrap().len(), 3);
+        // One partition: the batch itself is the piece, not a copy of it.
+        let one = batch(
+            r#"{"id":1,"service":"api"}
+               {"id":2,"service":"api"}"#,
+        );
+        let parts = spec.group(&one, EmptyValue::Kept).unwrap().split().unwrap();
+        assert_eq!(parts.len(), 1);
+        assert!(
+            parts[0]
+                .1
+                .column(0)
+                .to_data()
+                .ptr_eq(&one.column(0).to_data())
         );
     }
 

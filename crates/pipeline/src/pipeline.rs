@@ -724,10 +724,24 @@ impl Pipeline {
         if rows == 0 {
             return Ok(inserted);
         }
-        let pieces: Vec<Piece> = handle
+        // Counted before the rows are copied out per partition: an insert spread over a
+        // partition per row is refused without building a batch for each.
+        let grouped = handle
             .def
             .partition()
-            .split(&batch, handle.store.empty_partition_value())?
+            .group(&batch, handle.store.empty_partition_value())?;
+        let (limit, set_by) =
+            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
+        if limit > 0 && grouped.len() > limit {
+            return Err(InsertError::TooManyPartitions {
+                table: handle.def.name().to_string(),
+                partitions: grouped.len(),
+                limit,
+                set_by,
+            });
+        }
+        let pieces: Vec<Piece> = grouped
+            .split()?
             .into_iter()
             .map(|(key, batch)| Piece {
                 bytes: batch.get_array_memory_size() as u64,
@@ -735,16 +749,6 @@ impl Pipeline {
                 batch,
             })
             .collect();
-        let (limit, set_by) =
-            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
-        if limit > 0 && pieces.len() > limit {
-            return Err(InsertError::TooManyPartitions {
-                table: handle.def.name().to_string(),
-                partitions: pieces.len(),
-                limit,
-                set_by,
-            });
-        }
         self.throttle(handle, &pieces).await?;
         let bytes: u64 = pieces.iter().map(Piece::charge).sum();
         let memory = &handle.memory;
