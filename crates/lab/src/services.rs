@@ -241,6 +241,20 @@ impl S3 {
     pub fn stop(&self) -> Result<(), String> {
         run("s3.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
     }
+
+    /// Starts the same server again after [`S3::stop`], on its port, with what it held.
+    pub fn restart(&self) -> Result<(), String> {
+        let port = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .ok_or_else(|| format!("no port in {}", self.endpoint))?;
+        run(
+            "s3.sh",
+            &["start", &self.dir.path().to_string_lossy(), port],
+        )
+        .map(|_| ())
+    }
 }
 
 impl Drop for S3 {

@@ -24,7 +24,7 @@
 //! not the store was asked. Without the log there is no reservation (and nothing to replay),
 //! so every store must answer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -227,7 +227,7 @@ impl PipelineBuilder {
         // Each store says what it holds; the log's numbering starts above all of it. With the
         // log on, a store that does not answer is opened later by its tables' writers.
         let mut watermarks: HashMap<TableName, HashMap<PartitionKey, u64>> = HashMap::new();
-        let mut unopened: HashSet<TableName> = HashSet::new();
+        let mut unopened: HashMap<TableName, String> = HashMap::new();
         // Stores that did not answer: their other tables are not tried again now, so a store
         // that times out costs the start one timeout, not one per table.
         let mut down: Vec<&Arc<dyn sluice_core::Sink>> = Vec::new();
@@ -238,7 +238,8 @@ impl PipelineBuilder {
                     table = %def.name(), sink = sink.name(),
                     "the table's store did not answer for another table; sluice starts without it"
                 );
-                unopened.insert(def.name().clone());
+                let error = "it did not answer for another table at start".to_owned();
+                unopened.insert(def.name().clone(), error);
                 continue;
             }
             let open = open_table(sink.as_ref(), &self.catalog, def);
@@ -262,7 +263,7 @@ impl PipelineBuilder {
                         "the table's store does not answer; sluice starts without it: the \
                          table's inserts are logged and held, and land once the store answers"
                     );
-                    unopened.insert(def.name().clone());
+                    unopened.insert(def.name().clone(), error.to_string());
                     down.push(sink);
                 }
                 Err(StartError::Sink(error)) if error.is_retriable() => {
@@ -307,8 +308,8 @@ impl PipelineBuilder {
         };
         for (def, sink) in tables {
             let opening = unopened
-                .contains(def.name())
-                .then(|| Opening::new(pipeline.inner.catalog.clone()));
+                .get(def.name())
+                .map(|error| Opening::new(pipeline.inner.catalog.clone(), error));
             pipeline.register(def, sink, opening);
         }
         if let (Some(replay), Some(wal)) = (replay, pipeline.inner.wal.clone()) {

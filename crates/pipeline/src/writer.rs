@@ -115,14 +115,18 @@ pub(crate) async fn open_table(
 /// nothing before.
 pub(crate) struct Opening {
     catalog: Arc<dyn Catalog>,
+    /// Why it is not open: the start's error, then the last try's.
+    error: String,
     attempt: u32,
     retry_at: Option<Instant>,
 }
 
 impl Opening {
-    pub(crate) fn new(catalog: Arc<dyn Catalog>) -> Self {
+    /// A table the start could not open, for `error`.
+    pub(crate) fn new(catalog: Arc<dyn Catalog>, error: &impl std::fmt::Display) -> Self {
         Self {
             catalog,
+            error: format!("the store cannot open the table yet: {error}"),
             attempt: 0,
             retry_at: None,
         }
@@ -308,7 +312,7 @@ impl Writer {
         opening: Option<Opening>,
     ) -> Self {
         let instruments = Instruments::new(table.name().as_str());
-        Self {
+        let mut writer = Self {
             table,
             sink,
             memory,
@@ -327,7 +331,13 @@ impl Writer {
             buffered_bytes: 0,
             instruments,
             opening,
+        };
+        // Failing from the start: `/health` and `GET /v1/tables` say so before the first retry.
+        if let Some(opening) = &writer.opening {
+            writer.last_error = Some(opening.error.clone());
+            writer.stats.set_error(Some(opening.error.clone()));
         }
+        writer
     }
 
     /// Runs until closed (by [`Command::Close`] or every sender gone) and drained.
@@ -469,7 +479,8 @@ impl Writer {
                 let delay = self.backoff.delay(opening.attempt, rand::random::<f64>());
                 opening.retry_at = Some(Instant::now() + delay);
                 let retriable = matches!(&error, StartError::Sink(e) if e.is_retriable());
-                let message = format!("the store cannot open the table yet: {error}");
+                opening.error = format!("the store cannot open the table yet: {error}");
+                let message = opening.error.clone();
                 if retriable {
                     tracing::warn!(
                         table = %self.table.name(), attempt = opening.attempt,

@@ -2,7 +2,8 @@
 //! started by scripts/services/s3.sh). sluice lands acknowledged rows there, recovers from a
 //! kill -9 without losing or duplicating any (the Delta log's application transactions, read
 //! back over S3, say which flushes landed), compacts the table in place, and an independent
-//! reader (the Python `deltalake` package, over S3) sees exactly the acknowledged rows.
+//! reader (the Python `deltalake` package, over S3) sees exactly the acknowledged rows. A store
+//! that is down when sluice starts does not stop the start: the rows land once it answers.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use crate::common::{self, assert_exactly_once, delta_read_at};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress};
+use sluice_lab::load::{Endpoint, Progress, http_get, http_post};
 use sluice_lab::process::ServerProcess;
 use sluice_lab::services::S3;
 
@@ -116,4 +117,36 @@ async fn a_table_in_s3_keeps_every_acknowledged_row_once_through_a_crash_and_com
     let (read, counts) = read_ids(&s3);
     assert_eq!(read, rows);
     assert_exactly_once(&counts, &acked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_store_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
+    let s3 = S3::start("lake").unwrap();
+    s3.stop().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = dir.path().join("sluice.toml");
+    std::fs::write(&config_path, config(&s3)).unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
+
+    // Taken and logged while the object store is down.
+    for i in 0..10 {
+        let body: String = (i * 10..(i + 1) * 10)
+            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
+            .collect();
+        let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=durable", body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+    assert!(tables.contains("cannot open the table yet"), "{tables}");
+
+    s3.restart().unwrap();
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(120)).unwrap().success());
+    let (read, counts) = read_ids(&s3);
+    assert_eq!(read, 100);
+    assert_exactly_once(&counts, &[(0, 100)]);
 }
