@@ -80,15 +80,7 @@ async fn clickhouse_down_at_start_does_not_stop_the_start_and_gets_its_rows_when
 
     // Through sluice's ClickHouse endpoint, taken and logged while ClickHouse is down.
     let insert = "/?query=INSERT%20INTO%20load%20FORMAT%20JSONEachRow&sluice_ack=durable";
-    for i in 0..10 {
-        let body: String = (i * 10..(i + 1) * 10)
-            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
-            .collect();
-        let (status, message) = http_post(server.addr, insert, body).await.unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
-    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
-    assert!(tables.contains("cannot open the table yet"), "{tables}");
+    common::insert_while_the_store_is_down(server.addr, insert).await;
 
     ch.restart().unwrap();
     // Once it answers, the database, the ledger and the table are made and the rows land.

@@ -6,13 +6,13 @@
 //! that is down when sluice starts does not stop the start: the rows land once it answers.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{self, assert_exactly_once, delta_read_at};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress, http_get, http_post};
+use sluice_lab::load::{Endpoint, Progress};
 use sluice_lab::process::ServerProcess;
 use sluice_lab::services::S3;
 
@@ -25,6 +25,16 @@ fn config(s3: &S3) -> String {
          [tables.load.flush]\nmax_rows = 500\nmax_age = \"100ms\"\n",
         s3.bucket
     )
+}
+
+/// A folder holding a data directory and the config of a lake in `s3`: (folder, data
+/// directory, config).
+fn setup(s3: &S3) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = dir.path().join("sluice.toml");
+    std::fs::write(&config_path, config(s3)).unwrap();
+    (dir, data_dir, config_path)
 }
 
 /// How often each id appears, as the Python reader reads the table over S3.
@@ -66,10 +76,7 @@ fn total_parts(parts: &serde_json::Value) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_in_s3_keeps_every_acknowledged_row_once_through_a_crash_and_compaction() {
     let s3 = S3::start("lake").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let config_path = dir.path().join("sluice.toml");
-    std::fs::write(&config_path, config(&s3)).unwrap();
+    let (_dir, data_dir, config_path) = setup(&s3);
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
 
     // Durable acks (in the write-ahead log), then kill -9 before the last flushes land.
@@ -123,25 +130,12 @@ async fn a_table_in_s3_keeps_every_acknowledged_row_once_through_a_crash_and_com
 async fn an_object_store_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
     let s3 = S3::start("lake").unwrap();
     s3.stop().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let config_path = dir.path().join("sluice.toml");
-    std::fs::write(&config_path, config(&s3)).unwrap();
+    let (_dir, data_dir, config_path) = setup(&s3);
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
 
     // Taken and logged while the object store is down.
-    for i in 0..10 {
-        let body: String = (i * 10..(i + 1) * 10)
-            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
-            .collect();
-        let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=durable", body)
-            .await
-            .unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
-    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
-    assert!(tables.contains("cannot open the table yet"), "{tables}");
+    common::insert_while_the_store_is_down(server.addr, "/v1/tables/load/rows?ack=durable").await;
 
     s3.restart().unwrap();
     server.terminate().unwrap();

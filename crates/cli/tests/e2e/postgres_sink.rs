@@ -132,17 +132,7 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
     assert_eq!(response.headers()["retry-after"], "5");
 
     // Taken and logged while PostgreSQL is down; the table says why nothing lands.
-    for i in 0..10 {
-        let body: String = (i * 10..(i + 1) * 10)
-            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
-            .collect();
-        let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=durable", body)
-            .await
-            .unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
-    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
-    assert!(tables.contains("cannot open the table yet"), "{tables}");
+    common::insert_while_the_store_is_down(server.addr, "/v1/tables/load/rows?ack=durable").await;
     let health = http_get(server.addr, "/health").await.unwrap();
     assert!(health.contains("degraded"), "{health}");
 

@@ -1,4 +1,5 @@
-//! What both concerns read back: the ids in the lake table `t` under a test's folder.
+//! What the concerns share: inserting into table `t`, waiting for the pipeline, and reading back
+//! the ids in the lake table `t` under a test's folder.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -7,6 +8,45 @@ use std::path::Path;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use sluice_core::{FlushPolicyConfig, TableDef, TableLayout, TableName};
+use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Pipeline};
+
+/// Table `t` of `layout`, flushing at `max_rows` rows (or after 20 s).
+pub(crate) fn table(layout: TableLayout, max_rows: i64) -> TableDef {
+    let policy = FlushPolicyConfig {
+        max_rows: Some(max_rows),
+        max_age: Some(std::time::Duration::from_secs(20)),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+}
+
+/// Inserts the NDJSON `body` into table `t`, refused (not waited for) when the buffer is full.
+pub(crate) async fn insert(p: &Pipeline, body: &[u8], ack: AckMode) -> Result<(), InsertError> {
+    p.insert_ndjson(Insert {
+        table: "t",
+        body,
+        options: Default::default(),
+        ack,
+        admission: Admission::Refuse,
+        max_partitions: None,
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Polls `done` every 10 ms; fails the test after 10 s, saying it waited for `what`.
+pub(crate) async fn wait_for(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1_000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
 
 /// How often each id appears in table `t` of the lake in `dir`.
 pub(crate) fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {

@@ -11,12 +11,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
-use sluice_pipeline::{
-    AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig, Storage, WalConfig,
-};
+use sluice_core::{Column, ColumnType, TableDef, TableLayout};
+use sluice_pipeline::{AckMode, InsertError, Pipeline, PipelineConfig, Storage, WalConfig};
 use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
 use sluice_wal::FsStorage;
 use sluice_wal::faults::FaultyStorage;
@@ -29,14 +26,7 @@ fn table(max_rows: i64) -> TableDef {
         partition_by: String::new(),
         sort_by: vec![],
     };
-    let policy = FlushPolicyConfig {
-        max_rows: Some(max_rows),
-        max_age: Some(Duration::from_secs(20)),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap();
-    TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+    common::table(layout, max_rows)
 }
 
 async fn start(dir: &Path, max_rows: i64, storage: Arc<dyn Storage>) -> Pipeline {
@@ -75,27 +65,7 @@ async fn insert(p: &Pipeline, ids: std::ops::Range<i64>, ack: AckMode) -> Result
     let body: Vec<u8> = ids
         .flat_map(|id| format!("{{\"id\":{id}}}\n").into_bytes())
         .collect();
-    p.insert_ndjson(Insert {
-        table: "t",
-        body: &body,
-        options: Default::default(),
-        ack,
-        admission: Admission::Refuse,
-        max_partitions: None,
-    })
-    .await
-    .map(|_| ())
-}
-
-/// Polls `done` for up to 5 s.
-async fn wait_for(done: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out");
+    common::insert(p, &body, ack).await
 }
 
 fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>) {
@@ -119,7 +89,10 @@ fn durable_rows_survive_a_crash_and_land_once() {
         }
         // Async rows are not logged: a crash loses them, as documented.
         insert(&p, 1000..1010, AckMode::Async).await.unwrap();
-        wait_for(|| p.tables()[0].buffered_rows == 110).await;
+        common::wait_for("the rows to be buffered", || {
+            p.tables()[0].buffered_rows == 110
+        })
+        .await;
         p
     });
     crashed.shutdown_background();
@@ -151,7 +124,7 @@ fn replay_skips_what_the_lake_already_holds() {
                 .await
                 .unwrap();
         }
-        wait_for(|| p.tables()[0].rows_written == 100).await;
+        common::wait_for("the first batch", || p.tables()[0].rows_written == 100).await;
         for i in 10..15 {
             insert(&p, i * 10..(i + 1) * 10, AckMode::Durable)
                 .await

@@ -7,20 +7,16 @@
 //! The outage is real: the lake table's folder is moved away and a regular file put in its
 //! place, so opening the table fails with an I/O error until the folder is back.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::retry::Backoff;
-use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
-use sluice_pipeline::{
-    AckMode, Admission, Insert, Pipeline, PipelineConfig, StartError, WalConfig,
-};
+use sluice_core::{Column, ColumnType, TableDef, TableLayout};
+use sluice_pipeline::{AckMode, Pipeline, PipelineConfig, StartError, WalConfig};
 use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+
+use crate::common;
 
 /// Table `t`, partitioned by `service`, flushing at `max_rows`.
 fn table(max_rows: i64) -> TableDef {
@@ -32,14 +28,7 @@ fn table(max_rows: i64) -> TableDef {
         partition_by: "service".into(),
         sort_by: vec![],
     };
-    let policy = FlushPolicyConfig {
-        max_rows: Some(max_rows),
-        max_age: Some(Duration::from_secs(20)),
-        ..Default::default()
-    }
-    .validate()
-    .unwrap();
-    TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+    common::table(layout, max_rows)
 }
 
 /// The lake lives in `DIR/lake`, the catalog and the log beside it, so moving the table's folder
@@ -67,26 +56,7 @@ async fn insert(p: &Pipeline, service: &str, ids: std::ops::Range<i64>, ack: Ack
     let body: Vec<u8> = ids
         .flat_map(|id| format!("{{\"id\":{id},\"service\":\"{service}\"}}\n").into_bytes())
         .collect();
-    p.insert_ndjson(Insert {
-        table: "t",
-        body: &body,
-        options: Default::default(),
-        ack,
-        admission: Admission::Refuse,
-        max_partitions: None,
-    })
-    .await
-    .unwrap();
-}
-
-async fn wait_for(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1_000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
+    common::insert(p, &body, ack).await.unwrap();
 }
 
 /// Takes the table's store down: its folder moved away, a file where it was.
@@ -98,30 +68,6 @@ fn take_down(dir: &Path) {
 fn bring_back(dir: &Path) {
     std::fs::remove_file(lake(dir).join("t")).unwrap();
     std::fs::rename(lake(dir).join("t.away"), lake(dir).join("t")).unwrap();
-}
-
-/// How often each id is in the table, read through its Delta log.
-fn ids_on_disk(dir: &Path) -> HashMap<i64, usize> {
-    let table = lake(dir).join("t");
-    let mut counts = HashMap::new();
-    for file in sluice_sinks::lake::live_files_blocking(&table).unwrap() {
-        let file = std::fs::File::open(table.join(file.relative)).unwrap();
-        for batch in ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap()
-        {
-            let batch = batch.unwrap();
-            let ids = batch
-                .column_by_name("id")
-                .unwrap()
-                .as_primitive::<Int64Type>();
-            for id in ids.values() {
-                *counts.entry(*id).or_default() += 1;
-            }
-        }
-    }
-    counts
 }
 
 #[test]
@@ -139,12 +85,12 @@ fn a_store_down_at_start_gets_the_log_and_new_inserts_once_it_answers() {
         for i in 0..10 {
             insert(&p, "a", i * 10..(i + 1) * 10, AckMode::Durable).await;
         }
-        wait_for("the first batch", || p.tables()[0].rows_written == 100).await;
+        common::wait_for("the first batch", || p.tables()[0].rows_written == 100).await;
         for i in 10..15 {
             insert(&p, "b", i * 10..(i + 1) * 10, AckMode::Durable).await;
         }
         insert(&p, "a", 1000..1100, AckMode::Async).await;
-        wait_for("the async batch", || p.tables()[0].rows_written == 200).await;
+        common::wait_for("the async batch", || p.tables()[0].rows_written == 200).await;
         p
     });
     crashed.shutdown_background();
@@ -179,12 +125,12 @@ fn a_store_down_at_start_gets_the_log_and_new_inserts_once_it_answers() {
         // replayed rows land, and so do the 20 new ones, whose LSNs are above the `async`
         // batch's although the store could not be asked for it at start (numbered below it,
         // the lake would take their flushes for replays of it and skip them).
-        wait_for("the store to open", || p.tables()[0].failing.is_none()).await;
+        common::wait_for("the store to open", || p.tables()[0].failing.is_none()).await;
         let shutdown = p.shutdown().await;
         assert_eq!((shutdown.rows_lost(), shutdown.rows_deferred()), (0, 0));
     });
 
-    let on_disk = ids_on_disk(dir.path());
+    let on_disk = common::ids_on_disk(&lake(dir.path()));
     let expected: Vec<i64> = (0..150)
         .chain(1000..1100)
         .chain(2000..2010)

@@ -279,6 +279,23 @@ pub async fn wait_for_acks(progress: &sluice_lab::load::Progress, rows: u64) {
     }
 }
 
+/// Sends ids 0..100 of table `load` to `path` (a `durable` insert) in ten inserts of ten rows
+/// while the table's store is down, and checks each is taken and that `GET /v1/tables` says
+/// why nothing lands.
+pub async fn insert_while_the_store_is_down(addr: SocketAddr, path: &str) {
+    for i in 0..10 {
+        let body: String = (i * 10..(i + 1) * 10)
+            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
+            .collect();
+        let (status, message) = sluice_lab::load::http_post(addr, path, body).await.unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    let tables = sluice_lab::load::http_get(addr, "/v1/tables")
+        .await
+        .unwrap();
+    assert!(tables.contains("cannot open the table yet"), "{tables}");
+}
+
 /// Waits until `/health` reports `table` as degraded; fails the test after 30 s.
 pub async fn wait_until_degraded(addr: SocketAddr, table: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
