@@ -149,17 +149,17 @@ pub enum StartError {
     /// A sink could not prepare a table or say what it holds.
     #[error(transparent)]
     Sink(#[from] SinkError),
-    /// A table's store did not answer, and without the write-ahead log sluice cannot start
-    /// without it (it would not know which sequence numbers the store holds).
-    #[error(
-        "table {table}: {error} (with the write-ahead log on, sluice starts anyway and lands the \
-         table's inserts once its store answers)"
-    )]
+    /// A table's store did not answer, and sluice cannot start without it: it would not know
+    /// which sequence numbers the store holds (no write-ahead log, or one that has never
+    /// numbered inserts with every store answering).
+    #[error("table {table}: {error} ({why})")]
     StoreDown {
         /// The table.
         table: String,
         /// The store's error.
         error: SinkError,
+        /// Why that stops the start, and when it would not.
+        why: &'static str,
     },
     /// The write-ahead log could not be opened or recovered.
     #[error(transparent)]

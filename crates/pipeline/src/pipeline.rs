@@ -21,8 +21,8 @@
 //! within [`START_OPEN_TIMEOUT`]) does not stop it: its tables' writers open them later
 //! (`writer::Opening`), and leave out then the replayed pieces the store holds. This is sound
 //! because of the reservation: every new LSN is above anything any store can hold, whether or
-//! not the store was asked. Without the log there is no reservation (and nothing to replay),
-//! so every store must answer.
+//! not the store was asked. So it needs a reservation made at an earlier start: the first start
+//! of a log, which has none, asks every store, and so does every start without the log.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,6 +53,15 @@ use crate::writer::{
 /// How long the start waits for a store to open a table (with the log on) before it goes on
 /// without it and leaves the opening to the table's writer.
 pub const START_OPEN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why a store that is down stops a start without the log.
+const NO_LOG: &str = "with the write-ahead log on, sluice starts anyway and lands the table's \
+                      inserts once its store answers";
+
+/// Why it stops the first start with a log.
+const FIRST_START: &str = "this write-ahead log has never numbered inserts with every store \
+     answering (a new data directory, or one an older sluice kept), so every store must answer \
+     once; later starts go on without a store that is down";
 
 /// Bodies larger than this are decoded on a blocking thread, off the async workers.
 const DECODE_INLINE_MAX: usize = 1024 * 1024;
@@ -224,8 +233,14 @@ impl PipelineBuilder {
             tables.push((def, self.default_sink.clone()));
         }
 
-        // Each store says what it holds; the log's numbering starts above all of it. With the
-        // log on, a store that does not answer is opened later by its tables' writers.
+        // Each store says what it holds; the log's numbering starts above all of it. With a log
+        // whose reservation is above everything (see `sluice_wal::reserve`), a store that does
+        // not answer is opened later by its tables' writers.
+        let deferrable = match &config.wal {
+            None => Err(NO_LOG),
+            Some(wal) if sluice_wal::reserve::exists(self.wal_storage.as_ref(), &wal.dir) => Ok(()),
+            Some(_) => Err(FIRST_START),
+        };
         let mut watermarks: HashMap<TableName, HashMap<PartitionKey, u64>> = HashMap::new();
         let mut unopened: HashMap<TableName, String> = HashMap::new();
         // Stores that did not answer: their other tables are not tried again now, so a store
@@ -243,9 +258,9 @@ impl PipelineBuilder {
                 continue;
             }
             let open = open_table(sink.as_ref(), &self.catalog, def);
-            let opened = match config.wal {
-                None => open.await,
-                Some(_) => tokio::time::timeout(START_OPEN_TIMEOUT, open)
+            let opened = match deferrable {
+                Err(_) => open.await,
+                Ok(()) => tokio::time::timeout(START_OPEN_TIMEOUT, open)
                     .await
                     .unwrap_or_else(|_| {
                         let reason = format!("no answer within {START_OPEN_TIMEOUT:?}");
@@ -257,7 +272,7 @@ impl PipelineBuilder {
                     highest = held.values().copied().fold(highest, u64::max);
                     watermarks.insert(def.name().clone(), held);
                 }
-                Err(StartError::Sink(error)) if error.is_retriable() && config.wal.is_some() => {
+                Err(StartError::Sink(error)) if error.is_retriable() && deferrable.is_ok() => {
                     tracing::warn!(
                         table = %def.name(), sink = sink.name(), error = %error,
                         "the table's store does not answer; sluice starts without it: the \
@@ -270,6 +285,7 @@ impl PipelineBuilder {
                     return Err(StartError::StoreDown {
                         table: def.name().to_string(),
                         error,
+                        why: deferrable.err().unwrap_or_default(),
                     });
                 }
                 Err(error) => return Err(error),

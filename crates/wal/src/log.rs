@@ -165,9 +165,7 @@ impl Queue {
         self.next_lsn += 1;
         Ok(lsn)
     }
-}
 
-impl Queue {
     /// Every frame below this LSN has landed.
     fn release_point(&self) -> u64 {
         self.outstanding.first().copied().unwrap_or(self.next_lsn)

@@ -15,6 +15,10 @@
 //!
 //! It is written as `reserved-lsn.tmp`, fsynced, renamed over `reserved-lsn`, and the folder is
 //! fsynced: a crash leaves the old reservation or the new one, both above every LSN handed out.
+//!
+//! A log without one (a new folder, or one an older sluice kept) knows nothing of what the
+//! stores hold: its first start must ask every store ([`exists`] tells the caller). The
+//! reservation written then is above their answers, and each later one is above it.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +33,16 @@ const FILE: &str = "reserved-lsn";
 const TMP: &str = "reserved-lsn.tmp";
 const MAGIC: &[u8; 8] = b"SLUICRSV";
 const LEN: usize = 20;
+
+/// Whether the log in `dir` holds a reservation: it has numbered inserts at a start where every
+/// store said what it holds (or one that went on from such a reservation). Only then is it
+/// above everything a store may hold without asking the store. A folder that cannot be listed
+/// (not made yet) holds none.
+pub fn exists(storage: &dyn Storage, dir: &Path) -> bool {
+    storage
+        .list(dir)
+        .is_ok_and(|names| names.iter().any(|n| n == FILE))
+}
 
 /// The reservation of one log folder.
 pub(crate) struct Reservation {

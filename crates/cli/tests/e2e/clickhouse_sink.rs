@@ -72,11 +72,14 @@ fn load(server: &ServerProcess, producers: usize, stop: Stop, id_offset: u64) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clickhouse_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
     let ch = ClickHouse::start().unwrap();
-    ch.stop().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &ch, "");
-    let mut server =
-        ServerProcess::spawn(binary(), &dir.path().join("data"), Some(&config)).unwrap();
+    let data = dir.path().join("data");
+    // A first start with the server up gives the log its reservation; a later one goes on
+    // without the server.
+    common::start_and_stop(&config, &data);
+    ch.stop().unwrap();
+    let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
 
     // Through sluice's ClickHouse endpoint, taken and logged while ClickHouse is down.
     let insert = "/?query=INSERT%20INTO%20load%20FORMAT%20JSONEachRow&sluice_ack=durable";

@@ -104,15 +104,28 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_it_answers() {
     let pg = Postgres::start().unwrap();
-    pg.stop().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config = config(dir.path(), &pg.url);
     // Auto-created tables go to PostgreSQL too.
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, format!("default_sink = \"pg\"\n{text}")).unwrap();
+    let data = dir.path().join("data");
+
+    // The first start of a data directory needs every store: nothing says yet what they hold.
+    pg.stop().unwrap();
+    let (started, stderr) = common::serve_until_exit(&config, &data);
+    assert!(
+        !started && stderr.contains("every store must answer once"),
+        "{stderr}"
+    );
+    pg.restart().unwrap();
+    common::start_and_stop(&config, &data);
+
+    // Later starts go on without it.
+    pg.stop().unwrap();
     let mut server = ServerProcess::spawn(
         Path::new(env!("CARGO_BIN_EXE_sluice")),
-        &dir.path().join("data"),
+        &data,
         Some(&config),
     )
     .unwrap();

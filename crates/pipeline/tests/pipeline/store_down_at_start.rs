@@ -2,7 +2,8 @@
 //! goes on, the table's inserts are logged and held, and once the store answers its log lands
 //! exactly once, without the pieces the store already held, and with new inserts numbered above
 //! everything the store holds although it could not be asked (the log's LSN reservation).
-//! Without the log, the start stops and says why.
+//! Without the log, or at the first start of a log (which has no reservation yet), the start
+//! stops and says why.
 //!
 //! The outage is real: the lake table's folder is moved away and a regular file put in its
 //! place, so opening the table fails with an I/O error until the folder is back.
@@ -167,5 +168,35 @@ async fn without_the_log_a_store_down_at_start_stops_the_start() {
     bring_back(dir.path());
     let p = start(dir.path(), false, 100).await.unwrap();
     assert_eq!(p.tables()[0].layout, table(100).layout());
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_start_of_a_log_needs_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    // The store is down before anything was ever numbered: nothing says what it may hold.
+    std::fs::create_dir_all(lake(dir.path())).unwrap();
+    std::fs::write(lake(dir.path()).join("t"), b"not a table").unwrap();
+    let error = start(dir.path(), true, 100)
+        .await
+        .err()
+        .expect("the start stops");
+    let message = error.to_string();
+    assert!(
+        matches!(error, StartError::StoreDown { .. }) && message.contains("must answer once"),
+        "{message}"
+    );
+    assert!(
+        !dir.path().join("wal/reserved-lsn").exists(),
+        "a reservation made without the store's answer"
+    );
+
+    // Once every store has answered, a later start goes on without one that is down.
+    std::fs::remove_file(lake(dir.path()).join("t")).unwrap();
+    let p = start(dir.path(), true, 100).await.unwrap();
+    p.shutdown().await;
+    assert!(dir.path().join("wal/reserved-lsn").exists());
+    take_down(dir.path());
+    let p = start(dir.path(), true, 100).await.unwrap();
     p.shutdown().await;
 }

@@ -279,6 +279,16 @@ pub async fn wait_for_acks(progress: &sluice_lab::load::Progress, rows: u64) {
     }
 }
 
+/// Starts `sluice serve` on `data` and stops it gracefully: the first start of a data
+/// directory, with every store answering, which gives its write-ahead log the reservation that
+/// later starts need to go on without a store that is down.
+pub fn start_and_stop(config: &Path, data: &Path) {
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, data, Some(config)).unwrap();
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+}
+
 /// Sends ids 0..100 of table `load` to `path` (a `durable` insert) in ten inserts of ten rows
 /// while the table's store is down, and checks each is taken and that `GET /v1/tables` says
 /// why nothing lands.
