@@ -10,7 +10,7 @@ use clap::Args;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
 use sluice_sinks::lake::CompactionReport;
-use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, PostgresSink, SqliteSink};
+use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, LedgerWriter, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
 
 use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
@@ -169,22 +169,29 @@ fn build_sinks(settings: &Settings) -> Result<(LakeSink, Sinks)> {
     let mut sinks = Sinks::new();
     let lake = LakeSink::new(settings.lake.clone())?;
     sinks.insert(LAKE_SINK.to_owned(), Arc::new(lake.clone()));
+    // The database stores keep this data directory's rows of their ledgers apart from other
+    // sluice processes' (their sequence numbers come from other logs).
+    let writer = sluice_sinks::writer_id(&settings.lake.state_dir)
+        .with_context(|| format!("cannot read {}", settings.lake.state_dir.display()))?;
+    let writer = LedgerWriter::new(writer);
     for (name, spec) in &settings.sinks {
         let sink: Arc<dyn sluice_core::Sink> = match spec {
-            SinkSpec::Sqlite(config) => {
-                Arc::new(SqliteSink::open(config.clone()).with_context(|| {
-                    format!("sink {name}: cannot open {}", config.path.display())
-                })?)
-            }
+            SinkSpec::Sqlite(config) => Arc::new(
+                SqliteSink::open(config.clone())
+                    .with_context(|| format!("sink {name}: cannot open {}", config.path.display()))?
+                    .with_writer(writer.clone()),
+            ),
             // Nothing is asked of these servers yet: each table opens in its store as the
             // pipeline starts, and one that does not answer then is opened later.
             SinkSpec::Postgres(config) => Arc::new(
                 PostgresSink::new(config.clone())
-                    .with_context(|| format!("sink {name}: bad PostgreSQL settings"))?,
+                    .with_context(|| format!("sink {name}: bad PostgreSQL settings"))?
+                    .with_writer(writer.clone()),
             ),
             SinkSpec::ClickHouse(config) => Arc::new(
                 ClickHouseSink::new(config.clone())
-                    .with_context(|| format!("sink {name}: bad ClickHouse settings"))?,
+                    .with_context(|| format!("sink {name}: bad ClickHouse settings"))?
+                    .with_writer(writer.clone()),
             ),
         };
         sinks.insert(name.clone(), sink);

@@ -11,6 +11,7 @@
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - `fit`: how the database sinks fit a table that exists to its layout (columns added).
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
+//! - [`writer`]: this data directory's writer identity (`_sluice/writer-id`).
 //!
 //! Every sink implements [`sluice_core::Sink`] and classifies its errors as retriable or not.
 //! Architecture invariant: sinks know nothing of HTTP or of write-ahead-log offsets.
@@ -23,10 +24,12 @@ pub mod lake;
 pub mod ledger;
 pub mod postgres;
 pub mod sqlite;
+pub mod writer;
 
 pub use catalog::FileCatalog;
 pub use clickhouse::{ClickHouseConfig, ClickHouseSink};
 pub use lake::{LakeConfig, LakeSink};
-pub use ledger::LEDGER_TABLE;
+pub use ledger::{LEDGER_TABLE, LedgerWriter};
 pub use postgres::{PostgresConfig, PostgresSink};
 pub use sqlite::{SqliteConfig, SqliteSink};
+pub use writer::writer_id;

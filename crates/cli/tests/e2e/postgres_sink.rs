@@ -1,8 +1,8 @@
 //! Into a real PostgreSQL server (started by `scripts/services/postgres.sh`): every row exactly
 //! once through the ledger, a server restart in the middle of the load that loses nothing, a
 //! table made by hand given the config's columns, a batch it refuses sent to the dead-letter
-//! folder with PostgreSQL's words, a table no insert could fill stopping the start, and a server
-//! down when sluice starts, which does not.
+//! folder with PostgreSQL's words, a table no insert could fill stopping the start, a server
+//! down when sluice starts, which does not, and two sluice processes writing one table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -178,6 +178,44 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
     let found = ids(&pg.url).await;
     assert_eq!(found.len(), 101, "{found:?}");
     assert!((0..=100).all(|id| found.get(&id) == Some(&1)), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sluice_processes_into_one_table_lose_nothing() {
+    let pg = Postgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let spawn = |data: &str| {
+        ServerProcess::spawn(
+            Path::new(env!("CARGO_BIN_EXE_sluice")),
+            &dir.path().join(data),
+            Some(&config),
+        )
+        .unwrap()
+    };
+    // Two data directories, so two logs numbering their inserts each from where it stands.
+    let (mut a, mut b) = (spawn("a"), spawn("b"));
+    let insert = async |server: &ServerProcess, ids: std::ops::Range<i64>| {
+        let body: String = ids
+            .map(|id| format!("{{\"id\":{id},\"service\":\"api\"}}\n"))
+            .collect();
+        let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{message}");
+    };
+    // In turns, so each lands flushes numbered below the other's latest.
+    for round in 0..3 {
+        insert(&a, round * 100..round * 100 + 10).await;
+        insert(&b, round * 100 + 50..round * 100 + 60).await;
+    }
+    for server in [&mut a, &mut b] {
+        server.terminate().unwrap();
+        assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    }
+    let found = ids(&pg.url).await;
+    assert_eq!(found.len(), 60, "{found:?}");
+    assert!(found.values().all(|n| *n == 1), "{found:?}");
 }
 
 async fn columns(url: &str) -> Vec<(String, bool)> {

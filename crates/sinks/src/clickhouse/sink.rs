@@ -16,7 +16,7 @@ use super::config::ClickHouseConfig;
 use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
 use super::types::{column_ddl, literal, ndjson, prepare, quote};
 use crate::fit::{self, Abilities, StoreColumn};
-use crate::ledger::{self, LEDGER_TABLE};
+use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
 /// The ledger is rewritten to one row per table and partition at start once it holds more rows
 /// than this: a row per flush adds up to about a million rows a week per busy partition.
@@ -50,6 +50,8 @@ pub struct ClickHouseSink {
     tables: Arc<Mutex<HashMap<String, TableState>>>,
     /// Held while the ledger is written, so writes go one at a time.
     ledger: Arc<tokio::sync::Mutex<LedgerBacklog>>,
+    /// Whose rows of the ledger are this sink's.
+    writer: LedgerWriter,
 }
 
 impl std::fmt::Debug for ClickHouseSink {
@@ -80,7 +82,14 @@ impl ClickHouseSink {
             server_delay_at: Arc::default(),
             tables: Arc::default(),
             ledger: Arc::default(),
+            writer: LedgerWriter::default(),
         })
+    }
+
+    /// The sink keeping `writer`'s rows of the ledger (see [`crate::ledger`]).
+    pub fn with_writer(mut self, writer: LedgerWriter) -> Self {
+        self.writer = writer;
+        self
     }
 
     /// Sets the server up for sluice once (the database, the ledger) and says its
@@ -335,7 +344,7 @@ impl ClickHouseSink {
     async fn note_landed(&self, id: &FlushId) {
         let mut backlog = self.ledger.lock().await;
         let entry = backlog
-            .entry((id.table.to_string(), ledger::key(&id.partition)))
+            .entry((id.table.to_string(), self.writer.key(&id.partition)))
             .or_default();
         *entry = (*entry).max(id.last_seq);
         let now = SystemTime::now()
@@ -430,7 +439,7 @@ impl ClickHouseSink {
             .query(&query)
             .await
             .map_err(|e| e.into_sink_error("cannot read the ledger"))?;
-        let mut out = Vec::new();
+        let mut rows = Vec::new();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let row: serde_json::Value = serde_json::from_str(line).map_err(|e| {
                 SinkError::retriable(SINK, format!("unreadable ledger row {line:?}: {e}"))
@@ -440,14 +449,13 @@ impl ClickHouseSink {
                 serde_json::Value::String(s) => s.parse().ok(),
                 other => other.as_u64(),
             };
-            if let (Some(key), Some(last_seq)) = (
-                row["partition"].as_str().and_then(ledger::parse_key),
-                last_seq,
-            ) {
-                out.push((key, last_seq));
+            if let (Some(key), Some(last_seq)) = (row["partition"].as_str(), last_seq) {
+                rows.push((key.to_owned(), last_seq));
             }
         }
-        Ok(out)
+        Ok(self
+            .writer
+            .watermarks(rows.iter().map(|(k, s)| (k.as_str(), *s))))
     }
 }
 

@@ -42,7 +42,7 @@
 //! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
 //!   deletion of replaced and orphaned files.
 //! - `parallel.rs`: per-file work spread over one thread per core.
-//! - `writer.rs`: this writer's identity.
+//! - the writer's identity is [`crate::writer`]'s, shared with the database sinks' ledgers.
 //! - `read.rs`: the files a table's log holds now, for readers outside the sink.
 //! - `sink.rs`: the [`sluice_core::Sink`] implementation.
 
@@ -57,7 +57,6 @@ mod schema;
 mod sink;
 mod stats;
 mod storage;
-mod writer;
 
 pub use compact::{CompactionReport, ORPHAN_GRACE};
 pub use config::{

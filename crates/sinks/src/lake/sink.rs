@@ -20,7 +20,7 @@ use super::parallel::on_every_core;
 use super::part::{FileSync, WrittenPart, write_part};
 use super::schema::file_schema;
 use super::storage::TableFiles;
-use super::writer::writer_id;
+use crate::writer::writer_id;
 
 const SINK: &str = "lake";
 

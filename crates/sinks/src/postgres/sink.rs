@@ -14,7 +14,7 @@ use tokio_postgres::types::{ToSql, Type};
 use super::config::PostgresConfig;
 use super::types::{Value, pg_type, quote, value};
 use crate::fit::{self, Abilities, StoreColumn};
-use crate::ledger::{self, LEDGER_TABLE};
+use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
 const SINK: &str = "postgres";
 
@@ -25,6 +25,8 @@ pub struct PostgresSink {
     config: Arc<PostgresConfig>,
     /// Set once the ledger table exists.
     ledger: Arc<tokio::sync::OnceCell<()>>,
+    /// Whose rows of the ledger are this sink's.
+    writer: LedgerWriter,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -118,7 +120,14 @@ impl PostgresSink {
             pool,
             config: Arc::new(config),
             ledger: Arc::default(),
+            writer: LedgerWriter::default(),
         })
+    }
+
+    /// The sink keeping `writer`'s rows of the ledger (see [`crate::ledger`]).
+    pub fn with_writer(mut self, writer: LedgerWriter) -> Self {
+        self.writer = writer;
+        self
     }
 
     /// The sink's settings.
@@ -212,7 +221,7 @@ impl PostgresSink {
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
         let table = flush.table.name().as_str();
-        let key = ledger::key(&flush.id.partition);
+        let key = self.writer.key(&flush.id.partition);
         let last_seq = i64::try_from(flush.id.last_seq).unwrap_or(i64::MAX);
         let mut client = self.client().await?;
         let tx = client
@@ -309,13 +318,10 @@ impl PostgresSink {
             )
             .await
             .map_err(|e| classify(&e, "cannot read the ledger"))?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let key = ledger::parse_key(row.get::<_, &str>(0))?;
-                Some((key, u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
-            })
-            .collect())
+        Ok(self.writer.watermarks(rows.iter().map(|row| {
+            let last_seq = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+            (row.get::<_, &str>(0), last_seq)
+        })))
     }
 }
 

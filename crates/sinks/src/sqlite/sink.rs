@@ -9,7 +9,7 @@ use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
 use super::config::SqliteConfig;
 use super::types::{BindError, Column, quote, sql_type};
 use crate::fit::{self, Abilities, StoreColumn};
-use crate::ledger::{self, LEDGER_TABLE};
+use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
 const SINK: &str = "sqlite";
 
@@ -18,6 +18,8 @@ const SINK: &str = "sqlite";
 pub struct SqliteSink {
     conn: Arc<Mutex<Connection>>,
     config: Arc<SqliteConfig>,
+    /// Whose rows of the ledger are this sink's.
+    writer: LedgerWriter,
 }
 
 impl std::fmt::Debug for SqliteSink {
@@ -44,7 +46,14 @@ impl SqliteSink {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             config: Arc::new(config),
+            writer: LedgerWriter::default(),
         })
+    }
+
+    /// The sink keeping `writer`'s rows of the ledger (see [`crate::ledger`]).
+    pub fn with_writer(mut self, writer: LedgerWriter) -> Self {
+        self.writer = writer;
+        self
     }
 
     /// The sink's settings.
@@ -170,9 +179,13 @@ fn store_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<StoreCo
         .collect())
 }
 
-fn write(conn: &mut Connection, flush: &FlushBatch<'_>) -> Result<Landed, SinkError> {
+fn write(
+    conn: &mut Connection,
+    writer: &LedgerWriter,
+    flush: &FlushBatch<'_>,
+) -> Result<Landed, SinkError> {
     let table = flush.table.name().as_str();
-    let key = ledger::key(&flush.id.partition);
+    let key = writer.key(&flush.id.partition);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| classify(e, "cannot begin"))?;
@@ -256,9 +269,11 @@ impl Sink for SqliteSink {
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
         let table = flush.table.clone();
         let (id, batches) = (flush.id, flush.batches);
+        let writer = self.writer.clone();
         Box::pin(self.blocking(move |conn| {
             write(
                 conn,
+                &writer,
                 &FlushBatch {
                     table: &table,
                     id,
@@ -273,6 +288,7 @@ impl Sink for SqliteSink {
         table: &'a TableDef,
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         let name = table.name().to_string();
+        let writer = self.writer.clone();
         Box::pin(self.blocking(move |conn| {
             let mut stmt = conn
                 .prepare(&format!(
@@ -285,14 +301,13 @@ impl Sink for SqliteSink {
                     Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
                 })
                 .map_err(|e| classify(e, "cannot read the ledger"))?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (key, last) = row.map_err(|e| classify(e, "cannot read the ledger"))?;
-                if let Some(key) = ledger::parse_key(&key) {
-                    out.push((key, u64::try_from(last).unwrap_or(0)));
-                }
-            }
-            Ok(out)
+            let rows = rows
+                .map(|row| {
+                    row.map(|(key, last)| (key, u64::try_from(last).unwrap_or(0)))
+                        .map_err(|e| classify(e, "cannot read the ledger"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(writer.watermarks(rows.iter().map(|(k, s)| (k.as_str(), *s))))
         }))
     }
 }

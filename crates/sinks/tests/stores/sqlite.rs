@@ -1,14 +1,15 @@
 //! The SQLite sink on a real database file: tables created from the schema with the documented
 //! types, one transaction per flush, the ledger that skips a replayed flush, errors classified,
 //! identifiers quoted whatever they hold, a declared table that exists given the columns its
-//! config adds, and a table no insert could fill refused untouched.
+//! config adds, a table no insert could fill refused untouched, and two writers' ledgers kept
+//! apart.
 
 use rusqlite::Connection;
 use sluice_core::{
     Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
     TableDef, TableLayout, TableName, decode_ndjson,
 };
-use sluice_sinks::{SqliteConfig, SqliteSink};
+use sluice_sinks::{LedgerWriter, SqliteConfig, SqliteSink};
 
 /// id, ts, day, ok, latency as SQLite returns them.
 type Row = (
@@ -141,6 +142,74 @@ async fn lands_rows_with_the_documented_types_exactly_once() {
         committed,
         [(api, 7), (PartitionKey::Value("web".into()), 8)]
     );
+}
+
+#[tokio::test]
+async fn two_writers_into_one_table_each_keep_their_own_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    // Two sluice data directories, so two sequences of numbers, landing in one table.
+    let sink_for = |writer: &str| {
+        SqliteSink::open(SqliteConfig::new(&path))
+            .unwrap()
+            .with_writer(LedgerWriter::new(writer))
+    };
+    let (a, b) = (sink_for("a"), sink_for("b"));
+    let events = events();
+    a.create_table(&events).await.unwrap();
+    b.create_table(&events).await.unwrap();
+    let api = PartitionKey::Value("api".into());
+    let landed = |rows: &'static str| flush(&events, api.clone(), (1, 1), rows);
+    a.write(flush(
+        &events,
+        api.clone(),
+        (900, 1_000),
+        r#"{"id":1}
+                                                          {"id":2}"#,
+    ))
+    .await
+    .unwrap();
+    // Numbered below a's flush: not a replay of it. (With one ledger row per partition it was
+    // skipped as one, and its rows lost.)
+    let written = b
+        .write(flush(
+            &events,
+            api.clone(),
+            (40, 50),
+            r#"{"id":3}
+                                                         {"id":4}"#,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(written.parts, 1);
+    // Each still skips a replay of its own.
+    assert_eq!(
+        b.write(landed(
+            r#"{"id":5}
+                                 {"id":6}"#
+        ))
+        .await
+        .unwrap()
+        .parts,
+        0
+    );
+    assert_eq!(a.committed(&events).await.unwrap(), [(api.clone(), 1_000)]);
+    assert_eq!(b.committed(&events).await.unwrap(), [(api.clone(), 50)]);
+    let count: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 4);
+
+    // A ledger row from before ledgers named writers counts for every writer.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("INSERT INTO _sluice_ledger VALUES ('events', '=web', 77)")
+        .unwrap();
+    let web = PartitionKey::Value("web".into());
+    let mut held = b.committed(&events).await.unwrap();
+    held.sort();
+    assert_eq!(held, [(api, 50), (web, 77)]);
 }
 
 /// A database that `sql` has set up, in a folder of its own (kept while the first is held),

@@ -1,4 +1,5 @@
-//! This writer's identity: the name its commits go by in every table's log.
+//! This writer's identity: the name its commits go by in every lake table's log, and its rows
+//! in the database sinks' ledgers.
 //!
 //! Sequence numbers come from one data directory's write-ahead log, so they mean something only
 //! together with that directory. The identity is made once, on first start, and kept in
@@ -18,7 +19,7 @@ const DIR: &str = "_sluice";
 const FILE: &str = "writer-id";
 
 /// Reads the identity kept in `state_dir`, or makes and durably stores a new one.
-pub(crate) fn writer_id(state_dir: &Path) -> io::Result<String> {
+pub fn writer_id(state_dir: &Path) -> io::Result<String> {
     let dir = state_dir.join(DIR);
     let path = dir.join(FILE);
     match fs::read_to_string(&path) {
