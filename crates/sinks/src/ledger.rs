@@ -43,10 +43,16 @@ impl LedgerWriter {
     /// The partition a ledger key stands for, if the row is this writer's or from before
     /// ledgers named writers.
     fn partition(&self, text: &str) -> Option<PartitionKey> {
-        match text.split_once(WRITER_END) {
-            Some((writer, rest)) if writer == self.0 => parse_key(rest),
-            Some(_) => None,
-            None => parse_key(text),
+        // A bare key is empty or starts with `=` or `\u{1}` (a partition value may hold any
+        // character, `\u{2}` too); a writer's starts with its id, letters, digits and `-`.
+        if text.is_empty() || text.starts_with(['=', '\u{1}']) {
+            return parse_key(text);
+        }
+        let (writer, rest) = text.split_once(WRITER_END)?;
+        if writer == self.0 {
+            parse_key(rest)
+        } else {
+            None
         }
     }
 
@@ -112,14 +118,18 @@ mod tests {
             (a.key(&day), 1_000),
             (b.key(&day), 50),
             (b.key(&PartitionKey::Null), 7),
-            // From before writers: a floor for both.
+            // From before writers: a floor for both, whatever the value holds.
             (key(&day), 60),
+            (key(&PartitionKey::Value("b\u{2}x".into())), 3),
         ];
         let rows = || rows.iter().map(|(k, s)| (k.as_str(), *s));
-        assert_eq!(a.watermarks(rows()), [(day.clone(), 1_000)]);
+        let odd = PartitionKey::Value("b\u{2}x".into());
+        let mut held = a.watermarks(rows());
+        held.sort_by_key(|(_, seq)| *seq);
+        assert_eq!(held, [(odd.clone(), 3), (day.clone(), 1_000)]);
         let mut held = b.watermarks(rows());
         held.sort_by_key(|(_, seq)| *seq);
-        assert_eq!(held, [(PartitionKey::Null, 7), (day.clone(), 60)]);
+        assert_eq!(held, [(odd, 3), (PartitionKey::Null, 7), (day.clone(), 60)]);
         // The writer without a name keeps the old keys.
         assert_eq!(LedgerWriter::default().key(&day), key(&day));
     }
