@@ -170,10 +170,8 @@ fn build_sinks(settings: &Settings) -> Result<(LakeSink, Sinks)> {
     let lake = LakeSink::new(settings.lake.clone())?;
     sinks.insert(LAKE_SINK.to_owned(), Arc::new(lake.clone()));
     // The database stores keep this data directory's rows of their ledgers apart from other
-    // sluice processes' (their sequence numbers come from other logs).
-    let writer = sluice_sinks::writer_id(&settings.lake.state_dir)
-        .with_context(|| format!("cannot read {}", settings.lake.state_dir.display()))?;
-    let writer = LedgerWriter::new(writer);
+    // sluice processes' (their sequence numbers come from other logs), by the lake's identity.
+    let writer = LedgerWriter::new(lake.writer());
     for (name, spec) in &settings.sinks {
         let sink: Arc<dyn sluice_core::Sink> = match spec {
             SinkSpec::Sqlite(config) => Arc::new(

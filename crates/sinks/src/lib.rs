@@ -11,7 +11,8 @@
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - `fit`: how the database sinks fit a table that exists to its layout (columns added).
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
-//! - [`writer`]: this data directory's writer identity (`_sluice/writer-id`).
+//! - `writer`: this data directory's writer identity (`_sluice/writer-id`), which the lake's
+//!   commits and the database sinks' ledgers go by.
 //!
 //! Every sink implements [`sluice_core::Sink`] and classifies its errors as retriable or not.
 //! Architecture invariant: sinks know nothing of HTTP or of write-ahead-log offsets.
@@ -24,7 +25,7 @@ pub mod lake;
 pub mod ledger;
 pub mod postgres;
 pub mod sqlite;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use catalog::FileCatalog;
 pub use clickhouse::{ClickHouseConfig, ClickHouseSink};
@@ -32,4 +33,3 @@ pub use lake::{LakeConfig, LakeSink};
 pub use ledger::{LEDGER_TABLE, LedgerWriter};
 pub use postgres::{PostgresConfig, PostgresSink};
 pub use sqlite::{SqliteConfig, SqliteSink};
-pub use writer::writer_id;

@@ -19,7 +19,7 @@ const DIR: &str = "_sluice";
 const FILE: &str = "writer-id";
 
 /// Reads the identity kept in `state_dir`, or makes and durably stores a new one.
-pub fn writer_id(state_dir: &Path) -> io::Result<String> {
+pub(crate) fn writer_id(state_dir: &Path) -> io::Result<String> {
     let dir = state_dir.join(DIR);
     let path = dir.join(FILE);
     match fs::read_to_string(&path) {

@@ -42,7 +42,7 @@
 //! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
 //!   deletion of replaced and orphaned files.
 //! - `parallel.rs`: per-file work spread over one thread per core.
-//! - the writer's identity is [`crate::writer`]'s, shared with the database sinks' ledgers.
+//! - the writer's identity is `crate::writer`'s, shared with the database sinks' ledgers.
 //! - `read.rs`: the files a table's log holds now, for readers outside the sink.
 //! - `sink.rs`: the [`sluice_core::Sink`] implementation.
 
