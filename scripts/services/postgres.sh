@@ -3,14 +3,28 @@
 #
 #   scripts/services/postgres.sh start DIR PORT   start a cluster in DIR; prints its URL
 #   scripts/services/postgres.sh stop DIR         stop it (the folder is left for the caller)
+#   scripts/services/postgres.sh freeze DIR       stop its processes (SIGSTOP): connections open
+#                                                 and the port takes new ones, nothing answers
+#   scripts/services/postgres.sh thaw DIR         let them run again (SIGCONT)
 #
 # Installs Debian's postgresql-15 when missing. initdb and postgres refuse to run as root, so
 # they run as the postgres user; the socket lives in DIR so clusters never collide.
 set -euo pipefail
 
 bin=/usr/lib/postgresql/15/bin
-action=${1:?usage: postgres.sh start DIR PORT | stop DIR}
-dir=${2:?usage: postgres.sh start DIR PORT | stop DIR}
+usage="usage: postgres.sh start DIR PORT | stop DIR | freeze DIR | thaw DIR"
+action=${1:?$usage}
+dir=${2:?$usage}
+
+# Sends signal $1 to the server and its backends: the server first when stopping (no new
+# backend is forked meanwhile), last when continuing.
+signal_all() {
+  local pid
+  pid=$(head -1 "$dir/data/postmaster.pid")
+  if [ "$1" = STOP ]; then kill -STOP "$pid"; fi
+  pkill "-$1" -P "$pid" || true
+  if [ "$1" = CONT ]; then kill -CONT "$pid"; fi
+}
 
 install() {
   if [ ! -x "$bin/initdb" ]; then
@@ -40,11 +54,18 @@ case "$action" in
     ;;
   stop)
     if [ -f "$dir/data/postmaster.pid" ]; then
+      signal_all CONT
       runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
     fi
     ;;
+  freeze)
+    signal_all STOP
+    ;;
+  thaw)
+    signal_all CONT
+    ;;
   *)
-    echo "usage: postgres.sh start DIR PORT | stop DIR" >&2
+    echo "$usage" >&2
     exit 2
     ;;
 esac

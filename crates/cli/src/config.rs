@@ -451,11 +451,23 @@ impl FileConfig {
             }
             lake.row_group_rows = rows;
         }
-        for name in self.sinks.keys() {
+        for (name, spec) in &self.sinks {
             if name == LAKE_SINK {
                 return Err(ConfigError::new(
                     format!("sinks.{name}"),
                     "'lake' is the built-in lake; give this sink another name",
+                )
+                .into());
+            }
+            let timeout = match spec {
+                SinkSpec::Sqlite(_) => None,
+                SinkSpec::Postgres(pg) => pg.timeout,
+                SinkSpec::ClickHouse(ch) => ch.timeout,
+            };
+            if timeout.is_some_and(|t| t.is_zero()) {
+                return Err(ConfigError::new(
+                    format!("sinks.{name}.timeout"),
+                    "must be greater than zero",
                 )
                 .into());
             }
@@ -668,6 +680,14 @@ mod tests {
                 "sinks.lake",
             ),
             ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
+            (
+                "[sinks.pg]\ntype = \"postgres\"\nurl = \"postgres://x@127.0.0.1/db\"\ntimeout = \"0s\"",
+                "sinks.pg.timeout",
+            ),
+            (
+                "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntimeout = \"0s\"",
+                "sinks.ch.timeout",
+            ),
         ];
         for (text, field) in cases {
             let err = resolve(text).unwrap_err();

@@ -92,6 +92,22 @@ impl Postgres {
         run("postgres.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
     }
 
+    /// Stops the server's processes where they are (SIGSTOP): its port still takes
+    /// connections and open ones stay open, but nothing answers, as when a server hangs or the
+    /// network to it drops every packet. [`Postgres::thaw`] lets them go on.
+    pub fn freeze(&self) -> Result<(), String> {
+        run(
+            "postgres.sh",
+            &["freeze", &self.dir.path().to_string_lossy()],
+        )
+        .map(|_| ())
+    }
+
+    /// Lets the processes [`Postgres::freeze`] stopped run again.
+    pub fn thaw(&self) -> Result<(), String> {
+        run("postgres.sh", &["thaw", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+
     /// Starts the same cluster again after [`Postgres::stop`].
     pub fn restart(&self) -> Result<(), String> {
         run(

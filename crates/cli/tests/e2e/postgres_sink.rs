@@ -2,7 +2,8 @@
 //! once through the ledger, a server restart in the middle of the load that loses nothing, a
 //! table made by hand given the config's columns, a batch it refuses sent to the dead-letter
 //! folder with PostgreSQL's words, a table no insert could fill stopping the start, a server
-//! down when sluice starts, which does not, and two sluice processes writing one table.
+//! down when sluice starts, which does not, a server that hangs, which holds up no flush and no
+//! shutdown, and two sluice processes writing one table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -178,6 +179,75 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
     let found = ids(&pg.url).await;
     assert_eq!(found.len(), 101, "{found:?}");
     assert!((0..=100).all(|id| found.get(&id) == Some(&1)), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_that_hangs_holds_up_no_flush_and_no_shutdown() {
+    let pg = Postgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("shutdown_timeout = \"20s\"", "shutdown_timeout = \"3s\"")
+        .replace(
+            "type = \"postgres\"",
+            "type = \"postgres\"\ntimeout = \"2s\"",
+        );
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
+    // A connection to the server is open and in the pool.
+    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{message}");
+
+    // The server hangs: its port takes connections, nothing answers.
+    pg.freeze().unwrap();
+    for id in 1..=10 {
+        let path = "/v1/tables/load/rows?ack=durable";
+        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    // The flush on the open connection, then a new connection's handshake, each give up after
+    // the timeout, and the table says so.
+    for what in ["while landing a flush", "while connecting"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+            if tables.contains(&format!("no answer within 2s {what}")) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {tables}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Shutdown is not held up either: past shutdown_timeout the rows stay in the log.
+    server.terminate().unwrap();
+    let status = server.wait(Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "{status}");
+
+    // Once the server answers, the next start lands them, once each.
+    pg.thaw().unwrap();
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ids(&pg.url).await.len() < 11 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            ids(&pg.url).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let found = ids(&pg.url).await;
+    assert!(
+        found.len() == 11 && (0..=10).all(|id| found.get(&id) == Some(&1)),
+        "{found:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

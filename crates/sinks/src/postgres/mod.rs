@@ -29,7 +29,12 @@
 //! # Connections
 //!
 //! A small pool (deadpool). A connection that broke (the server restarted) is dropped from the
-//! pool; the flush fails as retriable and the retry gets a fresh connection. Plain TCP, no TLS.
+//! pool; the flush fails as retriable and the retry gets a fresh connection. Every exchange
+//! (connecting, a flush's transaction, a read of the ledger, creating a table) has `timeout`
+//! (60 s by default): a server that hung, or a network that drops packets, leaves no flush
+//! waiting for the kernel's TCP timeouts (hours with keepalives, forever without traffic), and
+//! no shutdown either. A connection that did not answer in time is closed, never reused. Plain
+//! TCP, no TLS.
 //!
 //! # Layout
 //!
@@ -40,5 +45,5 @@ mod config;
 mod sink;
 mod types;
 
-pub use config::{DEFAULT_POOL_SIZE, PostgresConfig};
+pub use config::{DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT, PostgresConfig};
 pub use sink::PostgresSink;

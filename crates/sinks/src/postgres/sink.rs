@@ -1,8 +1,9 @@
 //! The PostgreSQL sink: a flush is one transaction (ledger row locked, binary COPY, ledger moved).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use futures_util::pin_mut;
 use sluice_core::sink::BoxFuture;
 use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
@@ -57,6 +58,17 @@ fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
     } else {
         SinkError::permanent(SINK, message)
     }
+}
+
+/// The error of an exchange that got no answer within `timeout`: retried, on a fresh connection.
+fn no_answer(timeout: Duration, what: &str) -> SinkError {
+    SinkError::retriable(
+        SINK,
+        format!(
+            "no answer within {timeout:?} while {what} (the server or the network to it is \
+             stuck); the connection was closed"
+        ),
+    )
 }
 
 /// The columns of the table `name` resolves to on the search path, as the catalog declares
@@ -135,36 +147,66 @@ impl PostgresSink {
         &self.config
     }
 
-    /// A connection from the pool, once the ledger exists (created by the first one).
-    async fn client(&self) -> Result<deadpool_postgres::Object, SinkError> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))?;
-        self.ledger
-            .get_or_try_init(|| async {
-                client
-                    .batch_execute(&format!(
-                        "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, \
-                         partition text NOT NULL, last_seq bigint NOT NULL, \
-                         PRIMARY KEY (table_name, partition))",
-                        quote(LEDGER_TABLE)
-                    ))
-                    .await
-                    .map_err(|e| classify(&e, "cannot create the ledger"))
-            })
-            .await?;
-        Ok(client)
+    /// A connection from the pool, once the ledger exists (created by the first one). Connecting
+    /// and creating the ledger each get the timeout.
+    async fn client(&self) -> Result<Object, SinkError> {
+        let timeout = self.config.timeout();
+        let client = match tokio::time::timeout(timeout, self.pool.get()).await {
+            Ok(client) => {
+                client.map_err(|e| SinkError::retriable(SINK, format!("cannot connect: {e}")))?
+            }
+            Err(_) => return Err(no_answer(timeout, "connecting")),
+        };
+        let ledger = self.ledger.get_or_try_init(|| async {
+            client
+                .batch_execute(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, \
+                     partition text NOT NULL, last_seq bigint NOT NULL, \
+                     PRIMARY KEY (table_name, partition))",
+                    quote(LEDGER_TABLE)
+                ))
+                .await
+                .map_err(|e| classify(&e, "cannot create the ledger"))
+        });
+        let ledger = tokio::time::timeout(timeout, ledger).await;
+        Self::answered(client, ledger, timeout, "creating the ledger").map(|((), client)| client)
+    }
+
+    /// What `outcome`, an exchange on `client` run under `timeout`, came to, with the client
+    /// when it answered. A connection that did not answer in time is closed rather than given
+    /// back to the pool: it may be stuck mid-transaction, or talking to a server that hung, and
+    /// the retry gets a fresh one. What the exchange did is left to the server: a transaction
+    /// it never saw committed is rolled back when the connection closes, and one that did
+    /// commit is in the ledger, so its retry is skipped.
+    fn answered<T>(
+        client: Object,
+        outcome: Result<Result<T, SinkError>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<(T, Object), SinkError> {
+        match outcome {
+            Ok(result) => result.map(|value| (value, client)),
+            Err(_) => {
+                drop(Object::take(client));
+                Err(no_answer(timeout, what))
+            }
+        }
     }
 
     /// Creates the table, or fits the one that exists to the layout ([`fit`]) in one
     /// `ALTER TABLE` (columns added `IF NOT EXISTS`, so two processes opening one table at once
     /// both succeed).
     async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
-        let name = table.name().as_str();
+        let timeout = self.config.timeout();
         let client = self.client().await?;
-        let existing = store_columns(&client, name).await?;
+        let created = tokio::time::timeout(timeout, Self::create_table_on(&client, table)).await;
+        Self::answered(client, created, timeout, "creating a table").map(|((), _)| ())
+    }
+
+    /// [`PostgresSink::create_table`] on `client`.
+    async fn create_table_on(client: &Object, table: &TableDef) -> Result<(), SinkError> {
+        let name = table.name().as_str();
+        let existing = store_columns(client, name).await?;
         if !existing.is_empty() {
             let can = Abilities {
                 any_case: false,
@@ -220,10 +262,21 @@ impl PostgresSink {
     }
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
+        let timeout = self.config.timeout();
+        let mut client = self.client().await?;
+        let landed = tokio::time::timeout(timeout, self.write_on(&mut client, flush)).await;
+        Self::answered(client, landed, timeout, "landing a flush").map(|(landed, _)| landed)
+    }
+
+    /// A flush's transaction on `client`.
+    async fn write_on(
+        &self,
+        client: &mut Object,
+        flush: FlushBatch<'_>,
+    ) -> Result<Landed, SinkError> {
         let table = flush.table.name().as_str();
         let key = self.writer.key(&flush.id.partition);
         let last_seq = i64::try_from(flush.id.last_seq).unwrap_or(i64::MAX);
-        let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
@@ -307,17 +360,20 @@ impl PostgresSink {
     }
 
     async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
+        let timeout = self.config.timeout();
         let client = self.client().await?;
-        let rows = client
-            .query(
-                &format!(
-                    "SELECT partition, last_seq FROM {} WHERE table_name = $1",
-                    quote(LEDGER_TABLE)
-                ),
-                &[&table.name().as_str()],
-            )
-            .await
-            .map_err(|e| classify(&e, "cannot read the ledger"))?;
+        let query = format!(
+            "SELECT partition, last_seq FROM {} WHERE table_name = $1",
+            quote(LEDGER_TABLE)
+        );
+        let rows = async {
+            client
+                .query(&query, &[&table.name().as_str()])
+                .await
+                .map_err(|e| classify(&e, "cannot read the ledger"))
+        };
+        let rows = tokio::time::timeout(timeout, rows).await;
+        let (rows, _) = Self::answered(client, rows, timeout, "reading the ledger")?;
         Ok(self.writer.watermarks(rows.iter().map(|row| {
             let last_seq = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
             (row.get::<_, &str>(0), last_seq)
