@@ -21,7 +21,10 @@ use sluice_pipeline::{
     RecoveryMode, WalConfig,
 };
 use sluice_server::auth::{Access, Credentials};
-use sluice_server::{DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT, Limits};
+use sluice_server::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT,
+    DRAIN_MARGIN, Limits,
+};
 use sluice_sinks::lake::LakeRoot;
 use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
 
@@ -86,6 +89,9 @@ pub struct FileConfig {
     pub max_body_bytes: Option<ByteSize>,
     /// The most rows in one insert.
     pub max_rows_per_insert: Option<usize>,
+    /// The longest a request body may go without a byte arriving.
+    #[serde(default, with = "duration_text")]
+    pub body_timeout: Option<Duration>,
     /// How long a committed insert waits for its batch to land.
     #[serde(default, with = "duration_text")]
     pub ack_timeout: Option<Duration>,
@@ -395,6 +401,10 @@ impl FileConfig {
         if pipeline.ack_timeout.is_zero() {
             return Err(ConfigError::new("ack_timeout", "must be greater than zero").into());
         }
+        let body_timeout = self.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT);
+        if body_timeout.is_zero() {
+            return Err(ConfigError::new("body_timeout", "must be greater than zero").into());
+        }
         let mut lake = LakeConfig::new(&data_dir);
         if let Some(root) = &self.lake.root {
             lake.root =
@@ -543,6 +553,8 @@ impl FileConfig {
         if listen.trim().is_empty() {
             bail!("invalid config: listen: the address is empty");
         }
+        // A committed insert in flight at shutdown still gets its answer.
+        let drain_timeout = pipeline.ack_timeout.saturating_add(DRAIN_MARGIN);
         Ok(Settings {
             listen,
             data_dir,
@@ -550,6 +562,8 @@ impl FileConfig {
             limits: Limits {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
                 max_rows_per_insert,
+                body_timeout,
+                drain_timeout,
             },
             lake,
             compaction,
@@ -680,6 +694,7 @@ mod tests {
                 "sinks.lake",
             ),
             ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
+            ("body_timeout = \"0s\"", "body_timeout"),
             (
                 "[sinks.pg]\ntype = \"postgres\"\nurl = \"postgres://x@127.0.0.1/db\"\ntimeout = \"0s\"",
                 "sinks.pg.timeout",

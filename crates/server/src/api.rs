@@ -26,7 +26,7 @@ pub(crate) async fn insert_rows(
         table.map_err(|e| ApiError::new(Kind::BadTableName, format!("bad table name: {e}")))?;
     state.access.check(&table, &headers, &[])?;
     let ack = ack_param(query.as_deref())?;
-    let body = read_body(&headers, body, state.limits.max_body_bytes).await?;
+    let body = read_body(&headers, body, &state.limits).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(
             Kind::BadRows,

@@ -1,31 +1,35 @@
-//! Reading request bodies: the size limit, then decompression under the same limit, then the
-//! row limit.
+//! Reading request bodies: the size limit and the idle timeout, then decompression under the
+//! same limit, then the row limit.
 //!
 //! The size limit applies to the bytes on the wire and again to the decompressed bytes, so a
 //! small gzip bomb is refused with 413 after reading at most the limit plus one byte. The row
 //! limit counts lines before anything is decoded.
 
 use std::io::Read;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_ENCODING;
 use bytes::Bytes;
 
+use crate::Limits;
 use crate::error::{ApiError, Kind};
 
-/// Reads the whole body, refusing more than `limit` bytes, and decompresses it by its
-/// `Content-Encoding` (`gzip`, `zstd`, `identity`).
+/// Reads the whole body, refusing more than `limits.max_body_bytes` and a body that stops
+/// arriving for `limits.body_timeout`, and decompresses it by its `Content-Encoding` (`gzip`,
+/// `zstd`, `identity`).
 pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
-    limit: usize,
+    limits: &Limits,
 ) -> Result<Bytes, ApiError> {
+    let limit = limits.max_body_bytes;
     let encoding = match headers.get(CONTENT_ENCODING) {
         None => Encoding::Identity,
         Some(value) => Encoding::parse(value.to_str().unwrap_or("?"))?,
     };
-    let raw = read_limited(body, limit).await?;
+    let raw = read_limited(body, limit, limits.body_timeout).await?;
     match encoding {
         Encoding::Identity => Ok(raw),
         Encoding::Gzip => inflate(
@@ -91,8 +95,9 @@ fn inflate(reader: impl Read, limit: usize, name: &str) -> Result<Bytes, ApiErro
 const DRAIN_BYTES: usize = 32 * 1024 * 1024;
 
 /// The body's bytes, at most `limit` of them: past it, the rest is drained (up to
-/// [`DRAIN_BYTES`]) and the answer is 413.
-async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// [`DRAIN_BYTES`]) and the answer is 413. A body that goes `idle` without a byte arriving is
+/// answered 408, and its connection closed (the rest of the body is never read).
+async fn read_limited(body: Body, limit: usize, idle: Duration) -> Result<Bytes, ApiError> {
     use http_body_util::BodyExt;
 
     let mut body = body;
@@ -100,15 +105,25 @@ async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut total = 0usize;
     let read_error =
         |e: axum::Error| ApiError::new(Kind::BadRequest, format!("cannot read the body: {e}"));
-    while let Some(frame) = body.frame().await {
+    loop {
+        let Ok(frame) = tokio::time::timeout(idle, body.frame()).await else {
+            return Err(ApiError::new(
+                Kind::BodyTimeout,
+                format!(
+                    "the body stopped arriving: nothing for {idle:?} after {total} bytes \
+                     (body_timeout); nothing of this insert was taken"
+                ),
+            ));
+        };
+        let Some(frame) = frame else { break };
         let Ok(data) = frame.map_err(read_error)?.into_data() else {
             continue;
         };
         total = total.saturating_add(data.len());
         if total > limit {
             while total <= limit.saturating_add(DRAIN_BYTES) {
-                match body.frame().await {
-                    Some(Ok(frame)) => {
+                match tokio::time::timeout(idle, body.frame()).await {
+                    Ok(Some(Ok(frame))) => {
                         total += frame.data_ref().map_or(0, Bytes::len);
                     }
                     _ => break,

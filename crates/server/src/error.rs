@@ -20,6 +20,8 @@ pub(crate) enum Kind {
     TooManyTables,
     /// The body is larger than the limit (compressed or not).
     TooLarge,
+    /// The body stopped arriving for longer than `body_timeout`.
+    BodyTimeout,
     /// The Content-Encoding is not one sluice reads.
     UnsupportedEncoding,
     /// The ClickHouse query is not an INSERT sluice understands.
@@ -68,6 +70,7 @@ impl Kind {
             Kind::UnknownTable => (S::NOT_FOUND, 60, "UNKNOWN_TABLE", "unknown_table"),
             Kind::TooManyTables => (S::NOT_FOUND, 60, "UNKNOWN_TABLE", "too_many_tables"),
             Kind::TooLarge => (S::PAYLOAD_TOO_LARGE, 307, "TOO_MANY_BYTES", "too_large"),
+            Kind::BodyTimeout => (S::REQUEST_TIMEOUT, 209, "SOCKET_TIMEOUT", "body_timeout"),
             Kind::UnsupportedEncoding => (
                 S::UNSUPPORTED_MEDIA_TYPE,
                 36,

@@ -5,7 +5,7 @@
 //! - [`auth`]: who may write (bearer tokens, ClickHouse-style users), globally or per table.
 //! - `api.rs`: the native API (`/v1/tables/{table}/rows`, `/v1/tables`, `/health`).
 //! - `clickhouse/`: the ClickHouse-compatible endpoint (`POST /?query=INSERT ...`, `/ping`).
-//! - `body.rs`: body size and row limits, and decompression.
+//! - `body.rs`: body size and row limits, the body's idle timeout, and decompression.
 //! - `error.rs`: every error kind and the one table mapping it to an HTTP status.
 //! - [`metrics`]: the Prometheus exporter.
 //! - [`tls`]: HTTPS with rustls when a certificate is configured.
@@ -42,6 +42,19 @@ pub const DEFAULT_MAX_ROWS_PER_INSERT: usize = 100_000;
 /// The default listen address: loopback, on the port clickhouse-bulk uses for the same role.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8124";
 
+/// How long a request body may go without a byte arriving before the request is answered 408
+/// and its connection closed: a client that stalls mid-body holds no task and no memory for
+/// longer. ClickHouse's `http_receive_timeout` has the same default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much longer than `ack_timeout` shutdown waits for requests in flight: a `committed`
+/// insert's wait ends within `ack_timeout`, and its answer needs a moment more.
+pub const DRAIN_MARGIN: Duration = Duration::from_secs(5);
+
+/// [`Limits::drain_timeout`] with the default `ack_timeout`.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration =
+    Duration::from_secs(sluice_pipeline::DEFAULT_ACK_TIMEOUT.as_secs() + DRAIN_MARGIN.as_secs());
+
 /// Limits the edge enforces before the pipeline sees a request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -49,6 +62,14 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// The most rows (lines) in one insert.
     pub max_rows_per_insert: usize,
+    /// The longest a body may go without a byte arriving.
+    pub body_timeout: Duration,
+    /// How long shutdown waits for the requests in flight once it stops accepting; connections
+    /// still open then are closed without an answer (nothing they sent was acknowledged). Long
+    /// enough for a `committed` insert to get its answer (its wait is bounded by
+    /// `ack_timeout`); a client that trickles its body, or sends half a request and stalls,
+    /// no longer holds the shutdown up for good.
+    pub drain_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -56,6 +77,8 @@ impl Default for Limits {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_rows_per_insert: DEFAULT_MAX_ROWS_PER_INSERT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
 }
@@ -101,14 +124,32 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves until `shutdown` resolves, then stops accepting connections and waits for the
-/// requests in flight; over TLS when `tls` is given. The caller shuts the pipeline down
-/// afterwards.
+/// requests in flight, at most [`Limits::drain_timeout`]; over TLS when `tls` is given. The
+/// caller shuts the pipeline down afterwards.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     tls: Option<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let drain = state.limits.drain_timeout;
+    // The signal, seen twice: by the server, which stops accepting, and by the drain's clock.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    });
+    let signal = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        // An error means the sender is gone, which it is only after sending.
+        let _ = stopped.wait_for(|&stop| stop).await;
+    };
+    let deadline = {
+        let stopped = stopped.clone();
+        async move {
+            signal(stopped).await;
+            tokio::time::sleep(drain).await;
+        }
+    };
     let upkeep = {
         let handle = state.metrics.clone();
         tokio::spawn(async move {
@@ -119,12 +160,25 @@ pub async fn serve(
             }
         })
     };
-    let result = match tls {
-        Some(tls) => tls::serve(listener, router(state), tls, shutdown).await,
-        None => {
-            axum::serve(listener, router(state))
-                .with_graceful_shutdown(shutdown)
-                .await
+    let served = async {
+        match tls {
+            Some(tls) => tls::serve(listener, router(state), tls, signal(stopped)).await,
+            None => {
+                axum::serve(listener, router(state))
+                    .with_graceful_shutdown(signal(stopped))
+                    .await
+            }
+        }
+    };
+    let result = tokio::select! {
+        result = served => result,
+        () = deadline => {
+            tracing::warn!(
+                waited_s = drain.as_secs_f64(),
+                "requests still in flight at shutdown are cut off unanswered: nothing they sent \
+                 was acknowledged"
+            );
+            Ok(())
         }
     };
     upkeep.abort();

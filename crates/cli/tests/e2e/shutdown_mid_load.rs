@@ -56,3 +56,74 @@ async fn sigterm_mid_load_lands_every_acknowledged_row_once() {
     assert_eq!(sizes.len(), landed.div_ceil(5000), "{sizes:?}");
     assert!(sizes[1..].iter().all(|&n| n == 5000), "{sizes:?}");
 }
+
+/// A client that stops sending its body is answered 408 once `body_timeout` passes without a
+/// byte; one that trickles its body (never idle that long), and one that sent half its
+/// headers, hold the shutdown up for `ack_timeout` and a margin at most, not for good; what was
+/// acknowledged lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_clients_are_cut_off_and_hold_up_no_shutdown() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let mut server = Server::start(
+        "ack_timeout = \"2s\"\nbody_timeout = \"1s\"\n\n[flush]\nmax_age = \"200ms\"\n",
+    );
+    let (status, message) = sluice_lab::load::http_post(
+        server.addr,
+        "/v1/tables/t/rows?ack=committed",
+        "{\"id\":1}\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{message}");
+    let head = |length: usize| {
+        format!(
+            "POST /v1/tables/t/rows HTTP/1.1\r\nHost: sluice\r\nContent-Length: {length}\r\n\r\n"
+        )
+    };
+
+    // Stops mid-body: answered, and its connection closed.
+    let mut stalled = TcpStream::connect(server.addr).await.unwrap();
+    stalled
+        .write_all(format!("{}{{\"id\":", head(100)).as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(30), stalled.read_to_string(&mut answer))
+        .await
+        .expect("no answer to a stalled body")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("x-sluice-error: body_timeout"), "{answer}");
+    assert!(answer.contains("nothing for 1s after 6 bytes"), "{answer}");
+
+    // Trickles a byte every 300 ms: never idle for a second, never done.
+    let mut trickling = TcpStream::connect(server.addr).await.unwrap();
+    trickling.write_all(head(1_000).as_bytes()).await.unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..1_000 {
+            if trickling.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    // Sent half its headers.
+    let mut half = TcpStream::connect(server.addr).await.unwrap();
+    half.write_all(b"POST /v1/tables/t/rows HTTP/1.1\r\nHost:")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    server.sigterm();
+    let status = server.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}");
+    trickle.abort();
+    assert_eq!(
+        id_counts(&server.data_dir, "t")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [(1, 1)]
+    );
+}

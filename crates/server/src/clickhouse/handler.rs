@@ -81,7 +81,7 @@ async fn run_insert(
     {
         state.access.check(&query.table, headers, params)?;
     }
-    let body = read_body(headers, body, state.limits.max_body_bytes).await?;
+    let body = read_body(headers, body, &state.limits).await?;
     let (query, rows) = match param("query") {
         Some(text) => {
             let query = parse_insert(text.as_bytes()).map_err(query_error)?;
