@@ -3,13 +3,18 @@
 #
 #   scripts/services/clickhouse.sh start DIR HTTP_PORT TCP_PORT   start it in DIR; prints its URL
 #   scripts/services/clickhouse.sh stop DIR                       stop it
+#   scripts/services/clickhouse.sh freeze DIR                     stop its process (SIGSTOP):
+#                                                                 its port takes connections,
+#                                                                 nothing answers
+#   scripts/services/clickhouse.sh thaw DIR                       let it run again (SIGCONT)
 #
 # Installs Debian's clickhouse-server when missing. A minimal config of our own: loopback only,
 # everything under DIR, user `default` without a password.
 set -euo pipefail
 
-action=${1:?usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT | stop DIR}
-dir=${2:?usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT | stop DIR}
+usage="usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT | stop DIR | freeze DIR | thaw DIR"
+action=${1:?$usage}
+dir=${2:?$usage}
 
 install() {
   if [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; then
@@ -81,14 +86,21 @@ XML
   stop)
     if [ -f "$dir/server.pid" ]; then
       pid=$(cat "$dir/server.pid")
+      kill -CONT "$pid" 2>/dev/null || true
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       kill -9 "$pid" 2>/dev/null || true
       rm -f "$dir/server.pid"
     fi
     ;;
+  freeze)
+    kill -STOP "$(cat "$dir/server.pid")"
+    ;;
+  thaw)
+    kill -CONT "$(cat "$dir/server.pid")"
+    ;;
   *)
-    echo "usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT | stop DIR" >&2
+    echo "$usage" >&2
     exit 2
     ;;
 esac

@@ -171,6 +171,25 @@ impl ClickHouse {
         .map(|_| ())
     }
 
+    /// Stops the server's process where it is (SIGSTOP): its port still takes connections,
+    /// nothing answers. [`ClickHouse::thaw`] lets it go on.
+    pub fn freeze(&self) -> Result<(), String> {
+        run(
+            "clickhouse.sh",
+            &["freeze", &self.dir.path().to_string_lossy()],
+        )
+        .map(|_| ())
+    }
+
+    /// Lets the process [`ClickHouse::freeze`] stopped run again.
+    pub fn thaw(&self) -> Result<(), String> {
+        run(
+            "clickhouse.sh",
+            &["thaw", &self.dir.path().to_string_lossy()],
+        )
+        .map(|_| ())
+    }
+
     /// Starts the same server, with its data, again after [`ClickHouse::stop`].
     pub fn restart(&self) -> Result<(), String> {
         run(

@@ -2,8 +2,9 @@
 //! single-row producers across a SIGKILL land at least once and are counted; a table made by
 //! hand gets the columns the config adds; a batch the table cannot take goes to the dead-letter
 //! folder with ClickHouse's words; `Too many parts` is waited
-//! out, never dropped; pacing keeps a partition's part count away from the limits; and a server
-//! down when sluice starts does not stop the start.
+//! out, never dropped; pacing keeps a partition's part count away from the limits; a server
+//! down when sluice starts does not stop the start; and one that hangs holds up no flush and no
+//! shutdown.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,62 @@ async fn clickhouse_down_at_start_does_not_stop_the_start_and_gets_its_rows_when
     let found = ids(&ch).await;
     assert_eq!(found.len(), 101, "{found:?}");
     assert!((0..=100).all(|id| found.get(&id) == Some(&1)), "{found:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clickhouse_that_hangs_holds_up_no_flush_and_no_shutdown() {
+    let ch = ClickHouse::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &ch, "timeout = \"2s\"");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("shutdown_timeout = \"20s\"", "shutdown_timeout = \"3s\"");
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
+    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
+    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{message}");
+
+    // The server hangs: its port takes connections, nothing answers.
+    ch.freeze().unwrap();
+    for id in 1..=10 {
+        let path = "/v1/tables/load/rows?ack=durable";
+        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+        if tables.contains("no answer within 2s") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{tables}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past shutdown_timeout the rows stay in the log.
+    server.terminate().unwrap();
+    let status = server.wait(Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "{status}");
+
+    // Once the server answers, the next start lands them: at least once (a timed-out insert
+    // the server still had in its socket may have landed too, without its ledger row).
+    ch.thaw().unwrap();
+    let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ids(&ch).await.len() < 11 {
+        assert!(Instant::now() < deadline, "{:?}", ids(&ch).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let found = ids(&ch).await;
+    assert!(
+        found.len() == 11 && (0..=10).all(|id| found.contains_key(&id)),
+        "{found:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! ClickHouse's HTTP interface: a query, or an insert with a (gzipped) body, and its errors.
 
 use std::io::Write;
+use std::time::Duration;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -52,10 +53,24 @@ pub(crate) struct ChError {
 }
 
 impl ChError {
-    fn transport(error: reqwest::Error) -> Self {
+    /// No answer: refused, reset, or none within `timeout`.
+    fn transport(error: reqwest::Error, timeout: Duration) -> Self {
+        let message = if error.is_timeout() {
+            format!("no answer within {timeout:?} (the server or the network to it is stuck)")
+        } else {
+            // reqwest's own words name only the URL; what happened is in its causes.
+            let mut message = error.to_string();
+            let mut cause = std::error::Error::source(&error);
+            while let Some(e) = cause {
+                message.push_str(": ");
+                message.push_str(&e.to_string());
+                cause = e.source();
+            }
+            message
+        };
         Self {
             code: None,
-            message: error.to_string(),
+            message,
             retriable: true,
         }
     }
@@ -114,6 +129,8 @@ pub(crate) struct Client {
     user: Option<String>,
     password: Option<String>,
     gzip: bool,
+    /// How long one request may take.
+    timeout: Duration,
 }
 
 impl Client {
@@ -129,6 +146,7 @@ impl Client {
             user: config.user.clone(),
             password: config.password.clone(),
             gzip: config.gzip,
+            timeout: config.timeout(),
         })
     }
 
@@ -140,15 +158,16 @@ impl Client {
         }
     }
 
-    async fn send(request: reqwest::RequestBuilder) -> Result<String, ChError> {
-        let response = request.send().await.map_err(ChError::transport)?;
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<String, ChError> {
+        let transport = |e| ChError::transport(e, self.timeout);
+        let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let header = response
             .headers()
             .get("X-ClickHouse-Exception-Code")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok());
-        let body = response.text().await.map_err(ChError::transport)?;
+        let body = response.text().await.map_err(transport)?;
         if status.is_success() {
             Ok(body)
         } else {
@@ -158,7 +177,7 @@ impl Client {
 
     /// Runs `sql` (DDL, or a `SELECT` with its `FORMAT`) and returns the answer's text.
     pub(crate) async fn query(&self, sql: &str) -> Result<String, ChError> {
-        Self::send(self.request().body(sql.to_owned())).await
+        self.send(self.request().body(sql.to_owned())).await
     }
 
     /// Runs `INSERT ... FORMAT ...` with `rows` as the data, gzipped by [`gzip`] when
@@ -175,7 +194,7 @@ impl Client {
         } else {
             request
         };
-        Self::send(request.body(rows)).await.map(|_| ())
+        self.send(request.body(rows)).await.map(|_| ())
     }
 
     /// Whether large request bodies should be gzipped.
