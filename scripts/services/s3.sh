@@ -5,6 +5,9 @@
 #   scripts/services/s3.sh install               build it if missing; prints the binary's path
 #   scripts/services/s3.sh start DIR PORT        serve DIR/data on PORT; prints its URL
 #   scripts/services/s3.sh stop DIR              stop it
+#   scripts/services/s3.sh freeze DIR            stop its process (SIGSTOP): its port takes
+#                                                connections, nothing answers
+#   scripts/services/s3.sh thaw DIR              let it run again (SIGCONT)
 #
 # Credentials: access key `sluice`, secret `sluice-secret`. A bucket is a folder of DIR/data.
 set -euo pipefail
@@ -12,7 +15,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tools="${SLUICE_TOOLS_DIR:-$root/target/tools}"
 bin="$tools/bin/s3s-fs"
-action=${1:?usage: s3.sh install | start DIR PORT | stop DIR}
+usage="usage: s3.sh install | start DIR PORT | stop DIR | freeze DIR | thaw DIR"
+action=${1:?$usage}
 
 install() {
   if [ ! -x "$bin" ]; then
@@ -53,12 +57,18 @@ case "$action" in
   stop)
     dir=${2:?usage: s3.sh stop DIR}
     if [ -f "$dir/server.pid" ]; then
+      kill -CONT "$(cat "$dir/server.pid")" 2>/dev/null || true
       kill "$(cat "$dir/server.pid")" 2>/dev/null || true
       rm -f "$dir/server.pid"
     fi
     ;;
+  freeze | thaw)
+    dir=${2:?$usage}
+    if [ "$action" = freeze ]; then signal=STOP; else signal=CONT; fi
+    kill "-$signal" "$(cat "$dir/server.pid")"
+    ;;
   *)
-    echo "usage: s3.sh install | start DIR PORT | stop DIR" >&2
+    echo "$usage" >&2
     exit 2
     ;;
 esac

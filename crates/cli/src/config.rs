@@ -423,6 +423,13 @@ impl FileConfig {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let lowered = lake
+            .storage_options
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
+        sluice_sinks::lake::retry_config(&lowered)
+            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
         if let Some(interval) = self.lake.checkpoint_interval {
             if interval == 0 {
                 return Err(ConfigError::new(
@@ -695,6 +702,10 @@ mod tests {
             ),
             ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
             ("body_timeout = \"0s\"", "body_timeout"),
+            (
+                "[lake]\nroot = \"s3://b/l\"\n[lake.storage]\nretry_timeout = \"soon\"",
+                "lake.storage",
+            ),
             (
                 "[sinks.pg]\ntype = \"postgres\"\nurl = \"postgres://x@127.0.0.1/db\"\ntimeout = \"0s\"",
                 "sinks.pg.timeout",

@@ -72,6 +72,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let serving = matches!(cli.command, Command::Serve(_));
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(args).await,
@@ -82,6 +83,13 @@ fn main() -> ExitCode {
             Command::Estimate(args) => estimate::run(args),
         }
     });
+    if serving {
+        // Everything `serve` waits for is done: its shutdown landed the rows or left them in the
+        // log. What may still run is a flush it gave up on, a blocking upload to a store that
+        // hangs; dropping the runtime would wait for that upload, and stop the timers under it
+        // (a panic in its thread). The process ends here instead, and the upload with it.
+        std::mem::forget(runtime);
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

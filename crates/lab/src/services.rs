@@ -272,6 +272,17 @@ impl S3 {
         ]
     }
 
+    /// Stops the server's process where it is (SIGSTOP): its port still takes connections,
+    /// nothing answers. [`S3::thaw`] lets it go on.
+    pub fn freeze(&self) -> Result<(), String> {
+        run("s3.sh", &["freeze", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+
+    /// Lets the process [`S3::freeze`] stopped run again.
+    pub fn thaw(&self) -> Result<(), String> {
+        run("s3.sh", &["thaw", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+
     /// Stops the server.
     pub fn stop(&self) -> Result<(), String> {
         run("s3.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())

@@ -3,7 +3,8 @@
 //! kill -9 without losing or duplicating any (the Delta log's application transactions, read
 //! back over S3, say which flushes landed), compacts the table in place, and an independent
 //! reader (the Python `deltalake` package, over S3) sees exactly the acknowledged rows. A store
-//! that is down when sluice starts does not stop the start: the rows land once it answers.
+//! that is down when sluice starts does not stop the start: the rows land once it answers. One
+//! that hangs holds up no flush and no shutdown.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -146,4 +147,45 @@ async fn an_object_store_down_at_start_does_not_stop_the_start_and_gets_its_rows
     let (read, counts) = read_ids(&s3);
     assert_eq!(read, 100);
     assert_exactly_once(&counts, &[(0, 100)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
+    let s3 = S3::start("lake").unwrap();
+    let (_dir, data_dir, config_path) = setup(&s3);
+    let text = std::fs::read_to_string(&config_path)
+        .unwrap()
+        .replace("[lake.storage]\n", "[lake.storage]\ntimeout = \"2s\"\n");
+    std::fs::write(&config_path, format!("shutdown_timeout = \"3s\"\n{text}")).unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
+    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
+    let (status, message) =
+        sluice_lab::load::http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
+            .await
+            .unwrap();
+    assert_eq!(status, 200, "{message}");
+
+    s3.freeze().unwrap();
+    for id in 1..=10 {
+        let path = "/v1/tables/load/rows?ack=durable";
+        let (status, message) = sluice_lab::load::http_post(server.addr, path, row(id))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    // Each request gives up after its timeout, retried a few times at most (object_store's
+    // own default retries for three minutes): the flush fails and the table says so.
+    common::wait_until_degraded(server.addr, "load").await;
+    // Shutdown is not held up either: past shutdown_timeout the rows stay in the log.
+    server.terminate().unwrap();
+    let status = server.wait(Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "{status}");
+
+    // Once the store answers, the next start lands them, once each.
+    s3.thaw().unwrap();
+    common::start_and_stop(&config_path, &data_dir);
+    let (read, counts) = read_ids(&s3);
+    assert_eq!(read, 11);
+    assert_exactly_once(&counts, &[(0, 11)]);
 }

@@ -20,17 +20,17 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use deltalake_core::DeltaResult;
 use deltalake_core::logstore::{
     LogStore, LogStoreFactory, ObjectStoreFactory, ObjectStoreRef, StorageConfig, default_logstore,
     logstore_factories, object_store_factories,
 };
+use deltalake_core::{DeltaResult, DeltaTableError};
 use futures_util::TryStreamExt;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
 use sluice_core::SinkError;
 use url::Url;
 
@@ -55,7 +55,45 @@ pub(crate) fn register_object_stores() {
     });
 }
 
-/// Builds object stores with object_store's clients.
+/// How many times object_store retries one request (after a timeout, a reset, a 5xx) before
+/// the flush sees the error, unless `[lake.storage] max_retries` says otherwise. Its own default
+/// (ten retries within three minutes) left a store that hung unnoticed for minutes, with a
+/// flush, a compaction or a shutdown waiting on it; sluice retries whole flushes on its own
+/// backoff anyway, so a request need only ride out a blip.
+pub const DEFAULT_MAX_RETRIES: usize = 3;
+
+/// How long after a request's first try object_store still retries it, unless `[lake.storage]
+/// retry_timeout` says otherwise: one request timeout (object_store's `timeout`, 30 s by
+/// default), so a store that does not answer is an error of the flush within about that.
+pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The options of `[lake.storage]` that set object_store's retries (deltalake's names for them)
+/// rather than its client.
+const RETRY_KEYS: [&str; 2] = ["max_retries", "retry_timeout"];
+
+/// object_store's retries for a store opened with `options`: [`DEFAULT_MAX_RETRIES`] and
+/// [`DEFAULT_RETRY_TIMEOUT`] unless the options set them. The error names the option.
+pub fn retry_config(options: &HashMap<String, String>) -> Result<RetryConfig, String> {
+    let mut retry = RetryConfig {
+        max_retries: DEFAULT_MAX_RETRIES,
+        retry_timeout: DEFAULT_RETRY_TIMEOUT,
+        ..RetryConfig::default()
+    };
+    if let Some(value) = options.get("max_retries") {
+        retry.max_retries = value
+            .trim()
+            .parse()
+            .map_err(|e| format!("max_retries: '{value}' is not a count ({e})"))?;
+    }
+    if let Some(value) = options.get("retry_timeout") {
+        retry.retry_timeout = humantime::parse_duration(value.trim())
+            .map_err(|e| format!("retry_timeout: '{value}' is not a duration ({e})"))?;
+    }
+    Ok(retry)
+}
+
+/// Builds object stores with object_store's clients, with sluice's retries
+/// ([`retry_config`]); every other option goes to the client as object_store spells it.
 struct CloudStores;
 
 impl ObjectStoreFactory for CloudStores {
@@ -64,8 +102,39 @@ impl ObjectStoreFactory for CloudStores {
         url: &Url,
         config: &StorageConfig,
     ) -> DeltaResult<(ObjectStoreRef, StorePath)> {
-        let (store, path) = object_store::parse_url_opts(url, config.raw.iter())?;
-        Ok((Arc::from(store), path))
+        let retry = retry_config(&config.raw).map_err(DeltaTableError::Generic)?;
+        let (scheme, path) = ObjectStoreScheme::parse(url).map_err(object_store::Error::from)?;
+        let path = StorePath::parse(path)?;
+        let options = config
+            .raw
+            .iter()
+            .filter(|(key, _)| !RETRY_KEYS.contains(&key.as_str()));
+        // Each cloud's builder, given the options its client knows (others are ignored).
+        macro_rules! build {
+            ($builder:ty) => {{
+                let builder = options.fold(
+                    <$builder>::new().with_url(url.as_str()),
+                    |builder, (key, value)| match key.to_ascii_lowercase().parse() {
+                        Ok(key) => builder.with_config(key, value),
+                        Err(_) => builder,
+                    },
+                );
+                Arc::new(builder.with_retry(retry).build()?) as ObjectStoreRef
+            }};
+        }
+        let store = match scheme {
+            ObjectStoreScheme::AmazonS3 => build!(object_store::aws::AmazonS3Builder),
+            ObjectStoreScheme::GoogleCloudStorage => {
+                build!(object_store::gcp::GoogleCloudStorageBuilder)
+            }
+            ObjectStoreScheme::MicrosoftAzure => build!(object_store::azure::MicrosoftAzureBuilder),
+            _ => {
+                return Err(DeltaTableError::InvalidTableLocation(format!(
+                    "{url} is not an object store"
+                )));
+            }
+        };
+        Ok((store, path))
     }
 }
 
