@@ -111,28 +111,9 @@ async fn a_clickhouse_that_hangs_holds_up_no_flush_and_no_shutdown() {
     std::fs::write(&config, text).unwrap();
     let data = dir.path().join("data");
     let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
-    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
-    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{message}");
-
     // The server hangs: its port takes connections, nothing answers.
-    ch.freeze().unwrap();
-    for id in 1..=10 {
-        let path = "/v1/tables/load/rows?ack=durable";
-        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let tables = http_get(server.addr, "/v1/tables").await.unwrap();
-        if tables.contains("no answer within 2s") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{tables}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::insert_around_a_hang(server.addr, || ch.freeze().unwrap()).await;
+    common::wait_for_tables_to_say(server.addr, "no answer within 2s").await;
     // Past shutdown_timeout the rows stay in the log.
     server.terminate().unwrap();
     let status = server.wait(Duration::from_secs(60)).unwrap();

@@ -159,21 +159,7 @@ async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
     std::fs::write(&config_path, format!("shutdown_timeout = \"3s\"\n{text}")).unwrap();
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
-    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
-    let (status, message) =
-        sluice_lab::load::http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
-            .await
-            .unwrap();
-    assert_eq!(status, 200, "{message}");
-
-    s3.freeze().unwrap();
-    for id in 1..=10 {
-        let path = "/v1/tables/load/rows?ack=durable";
-        let (status, message) = sluice_lab::load::http_post(server.addr, path, row(id))
-            .await
-            .unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
+    common::insert_around_a_hang(server.addr, || s3.freeze().unwrap()).await;
     // Each request gives up after its timeout, retried a few times at most (object_store's
     // own default retries for three minutes): the flush fails and the table says so.
     common::wait_until_degraded(server.addr, "load").await;

@@ -197,32 +197,13 @@ async fn a_postgres_that_hangs_holds_up_no_flush_and_no_shutdown() {
     let data = dir.path().join("data");
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
-    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
-    // A connection to the server is open and in the pool.
-    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{message}");
-
-    // The server hangs: its port takes connections, nothing answers.
-    pg.freeze().unwrap();
-    for id in 1..=10 {
-        let path = "/v1/tables/load/rows?ack=durable";
-        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
+    // A connection to the server is open and in the pool; then the server hangs: its port
+    // takes connections, nothing answers.
+    common::insert_around_a_hang(server.addr, || pg.freeze().unwrap()).await;
     // The flush on the open connection, then a new connection's handshake, each give up after
     // the timeout, and the table says so.
     for what in ["while landing a flush", "while connecting"] {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let tables = http_get(server.addr, "/v1/tables").await.unwrap();
-            if tables.contains(&format!("no answer within 2s {what}")) {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "{what}: {tables}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        common::wait_for_tables_to_say(server.addr, &format!("no answer within 2s {what}")).await;
     }
     // Shutdown is not held up either: past shutdown_timeout the rows stay in the log.
     server.terminate().unwrap();

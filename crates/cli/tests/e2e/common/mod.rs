@@ -306,6 +306,41 @@ pub async fn insert_while_the_store_is_down(addr: SocketAddr, path: &str) {
     assert!(tables.contains("cannot open the table yet"), "{tables}");
 }
 
+/// The start of a test of a store that hangs: id 0 of table `load` lands through a `committed`
+/// insert (the store has been reached), `freeze` makes the store hang, and ids 1 to 10 are
+/// taken as `durable` inserts of one row each, which the store cannot land now.
+pub async fn insert_around_a_hang(addr: SocketAddr, freeze: impl FnOnce()) {
+    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
+    let path = "/v1/tables/load/rows?ack=committed";
+    let (status, message) = sluice_lab::load::http_post(addr, path, row(0))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{message}");
+    freeze();
+    for id in 1..=10 {
+        let path = "/v1/tables/load/rows?ack=durable";
+        let (status, message) = sluice_lab::load::http_post(addr, path, row(id))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+}
+
+/// Waits until `GET /v1/tables` holds `text` (a table's error, say); fails the test after 60 s.
+pub async fn wait_for_tables_to_say(addr: SocketAddr, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let tables = sluice_lab::load::http_get(addr, "/v1/tables")
+            .await
+            .unwrap();
+        if tables.contains(text) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never said {text:?}: {tables}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until `/health` reports `table` as degraded; fails the test after 30 s.
 pub async fn wait_until_degraded(addr: SocketAddr, table: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
