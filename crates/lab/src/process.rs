@@ -27,6 +27,18 @@ impl ServerProcess {
         config: Option<&Path>,
         env: &[(&str, &str)],
     ) -> std::io::Result<Self> {
+        Self::spawn_with(binary, data_dir, config, env, Stdio::inherit())
+    }
+
+    /// [`ServerProcess::spawn_with_env`] with the server's stderr (its log) going to `stderr`
+    /// (a file, say) instead of this process's.
+    pub fn spawn_with(
+        binary: &Path,
+        data_dir: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> std::io::Result<Self> {
         let mut command = Command::new(binary);
         command.envs(env.iter().copied());
         command
@@ -37,7 +49,7 @@ impl ServerProcess {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         if let Some(config) = config {
             command.arg("--config").arg(config);
         }

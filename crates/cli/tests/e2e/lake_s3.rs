@@ -158,7 +158,15 @@ async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
         .replace("[lake.storage]\n", "[lake.storage]\ntimeout = \"2s\"\n");
     std::fs::write(&config_path, format!("shutdown_timeout = \"3s\"\n{text}")).unwrap();
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
-    let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
+    let log = data_dir.with_file_name("server.log");
+    let mut server = ServerProcess::spawn_with(
+        binary,
+        &data_dir,
+        Some(&config_path),
+        &[],
+        std::fs::File::create(&log).unwrap().into(),
+    )
+    .unwrap();
     common::insert_around_a_hang(server.addr, || s3.freeze().unwrap()).await;
     // Each request gives up after its timeout, retried a few times at most (object_store's
     // own default retries for three minutes): the flush fails and the table says so.
@@ -166,7 +174,11 @@ async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
     // Shutdown is not held up either: past shutdown_timeout the rows stay in the log.
     server.terminate().unwrap();
     let status = server.wait(Duration::from_secs(60)).unwrap();
-    assert!(status.success(), "{status}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{status}: {log}");
+    // The upload it gave up on is cut off with the process, not left to panic as the runtime
+    // stops under it.
+    assert!(!log.contains("panicked"), "{log}");
 
     // Once the store answers, the next start lands them, once each.
     s3.thaw().unwrap();
