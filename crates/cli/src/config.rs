@@ -423,12 +423,7 @@ impl FileConfig {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let lowered = lake
-            .storage_options
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-            .collect();
-        sluice_sinks::lake::retry_config(&lowered)
+        sluice_sinks::lake::retry_config(&lake.storage_options)
             .map_err(|reason| ConfigError::new("lake.storage", reason))?;
         if let Some(interval) = self.lake.checkpoint_interval {
             if interval == 0 {
@@ -703,7 +698,7 @@ mod tests {
             ("[wal]\nsegment_bytes = 10", "wal.segment_bytes"),
             ("body_timeout = \"0s\"", "body_timeout"),
             (
-                "[lake]\nroot = \"s3://b/l\"\n[lake.storage]\nretry_timeout = \"soon\"",
+                "[lake]\nroot = \"s3://b/l\"\n[lake.storage]\nRETRY_TIMEOUT = \"soon\"",
                 "lake.storage",
             ),
             (

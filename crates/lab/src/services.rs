@@ -64,6 +64,11 @@ fn run(script_name: &str, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+/// `script_name ACTION DIR`: an action (stop, freeze, thaw) on the server kept in `dir`.
+fn on_dir(script_name: &str, action: &str, dir: &tempfile::TempDir) -> Result<(), String> {
+    run(script_name, &[action, &dir.path().to_string_lossy()]).map(|_| ())
+}
+
 /// A throwaway PostgreSQL 15 server.
 pub struct Postgres {
     /// `postgres://postgres@127.0.0.1:PORT/postgres`.
@@ -89,23 +94,19 @@ impl Postgres {
 
     /// Stops the server (fast shutdown: in-flight transactions are rolled back).
     pub fn stop(&self) -> Result<(), String> {
-        run("postgres.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("postgres.sh", "stop", &self.dir)
     }
 
     /// Stops the server's processes where they are (SIGSTOP): its port still takes
     /// connections and open ones stay open, but nothing answers, as when a server hangs or the
     /// network to it drops every packet. [`Postgres::thaw`] lets them go on.
     pub fn freeze(&self) -> Result<(), String> {
-        run(
-            "postgres.sh",
-            &["freeze", &self.dir.path().to_string_lossy()],
-        )
-        .map(|_| ())
+        on_dir("postgres.sh", "freeze", &self.dir)
     }
 
     /// Lets the processes [`Postgres::freeze`] stopped run again.
     pub fn thaw(&self) -> Result<(), String> {
-        run("postgres.sh", &["thaw", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("postgres.sh", "thaw", &self.dir)
     }
 
     /// Starts the same cluster again after [`Postgres::stop`].
@@ -164,30 +165,18 @@ impl ClickHouse {
 
     /// Stops the server (SIGTERM, then SIGKILL after 10 s).
     pub fn stop(&self) -> Result<(), String> {
-        run(
-            "clickhouse.sh",
-            &["stop", &self.dir.path().to_string_lossy()],
-        )
-        .map(|_| ())
+        on_dir("clickhouse.sh", "stop", &self.dir)
     }
 
     /// Stops the server's process where it is (SIGSTOP): its port still takes connections,
     /// nothing answers. [`ClickHouse::thaw`] lets it go on.
     pub fn freeze(&self) -> Result<(), String> {
-        run(
-            "clickhouse.sh",
-            &["freeze", &self.dir.path().to_string_lossy()],
-        )
-        .map(|_| ())
+        on_dir("clickhouse.sh", "freeze", &self.dir)
     }
 
     /// Lets the process [`ClickHouse::freeze`] stopped run again.
     pub fn thaw(&self) -> Result<(), String> {
-        run(
-            "clickhouse.sh",
-            &["thaw", &self.dir.path().to_string_lossy()],
-        )
-        .map(|_| ())
+        on_dir("clickhouse.sh", "thaw", &self.dir)
     }
 
     /// Starts the same server, with its data, again after [`ClickHouse::stop`].
@@ -275,17 +264,17 @@ impl S3 {
     /// Stops the server's process where it is (SIGSTOP): its port still takes connections,
     /// nothing answers. [`S3::thaw`] lets it go on.
     pub fn freeze(&self) -> Result<(), String> {
-        run("s3.sh", &["freeze", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("s3.sh", "freeze", &self.dir)
     }
 
     /// Lets the process [`S3::freeze`] stopped run again.
     pub fn thaw(&self) -> Result<(), String> {
-        run("s3.sh", &["thaw", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("s3.sh", "thaw", &self.dir)
     }
 
     /// Stops the server.
     pub fn stop(&self) -> Result<(), String> {
-        run("s3.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("s3.sh", "stop", &self.dir)
     }
 
     /// Starts the same server again after [`S3::stop`], on its port, with what it held.
@@ -355,7 +344,7 @@ impl Azurite {
 
     /// Stops the server.
     pub fn stop(&self) -> Result<(), String> {
-        run("azurite.sh", &["stop", &self.dir.path().to_string_lossy()]).map(|_| ())
+        on_dir("azurite.sh", "stop", &self.dir)
     }
 }
 

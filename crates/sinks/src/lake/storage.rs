@@ -71,21 +71,33 @@ pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 /// rather than its client.
 const RETRY_KEYS: [&str; 2] = ["max_retries", "retry_timeout"];
 
-/// object_store's retries for a store opened with `options`: [`DEFAULT_MAX_RETRIES`] and
-/// [`DEFAULT_RETRY_TIMEOUT`] unless the options set them. The error names the option.
+/// Whether `key` is one of [`RETRY_KEYS`] (in any case, as every option is).
+fn is_retry_key(key: &str) -> bool {
+    RETRY_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
+}
+
+/// object_store's retries for a store opened with `options` (keys in any case):
+/// [`DEFAULT_MAX_RETRIES`] and [`DEFAULT_RETRY_TIMEOUT`] unless the options set them. The error
+/// names the option.
 pub fn retry_config(options: &HashMap<String, String>) -> Result<RetryConfig, String> {
     let mut retry = RetryConfig {
         max_retries: DEFAULT_MAX_RETRIES,
         retry_timeout: DEFAULT_RETRY_TIMEOUT,
         ..RetryConfig::default()
     };
-    if let Some(value) = options.get("max_retries") {
+    let option = |name: &str| {
+        options
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    };
+    if let Some(value) = option("max_retries") {
         retry.max_retries = value
             .trim()
             .parse()
             .map_err(|e| format!("max_retries: '{value}' is not a count ({e})"))?;
     }
-    if let Some(value) = options.get("retry_timeout") {
+    if let Some(value) = option("retry_timeout") {
         retry.retry_timeout = humantime::parse_duration(value.trim())
             .map_err(|e| format!("retry_timeout: '{value}' is not a duration ({e})"))?;
     }
@@ -105,10 +117,7 @@ impl ObjectStoreFactory for CloudStores {
         let retry = retry_config(&config.raw).map_err(DeltaTableError::Generic)?;
         let (scheme, path) = ObjectStoreScheme::parse(url).map_err(object_store::Error::from)?;
         let path = StorePath::parse(path)?;
-        let options = config
-            .raw
-            .iter()
-            .filter(|(key, _)| !RETRY_KEYS.contains(&key.as_str()));
+        let options = config.raw.iter().filter(|(key, _)| !is_retry_key(key));
         // Each cloud's builder, given the options its client knows (others are ignored).
         macro_rules! build {
             ($builder:ty) => {{
