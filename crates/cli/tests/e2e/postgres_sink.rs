@@ -3,7 +3,7 @@
 //! table made by hand given the config's columns, a batch it refuses sent to the dead-letter
 //! folder with PostgreSQL's words, a table no insert could fill stopping the start, a server
 //! down when sluice starts, which does not, a server that hangs, which holds up no flush and no
-//! shutdown, and two sluice processes writing one table.
+//! shutdown, a table another session keeps locked, and two sluice processes writing one table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -38,6 +38,23 @@ async fn ids(url: &str) -> HashMap<i64, usize> {
         .iter()
         .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1) as usize))
         .collect()
+}
+
+/// Waits (60 s at most) until the table `load` at `url` holds ids 0..=`last`, stops `server`
+/// cleanly, and checks that each id landed once.
+async fn lands_once_each_then_stops(url: &str, server: &mut ServerProcess, last: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ids(url).await.len() <= last as usize {
+        assert!(std::time::Instant::now() < deadline, "{:?}", ids(url).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
+    let found = ids(url).await;
+    assert!(
+        found.len() == last as usize + 1 && (0..=last).all(|id| found.get(&id) == Some(&1)),
+        "{found:?}"
+    );
 }
 
 fn config(dir: &Path, url: &str) -> std::path::PathBuf {
@@ -213,22 +230,49 @@ async fn a_postgres_that_hangs_holds_up_no_flush_and_no_shutdown() {
     // Once the server answers, the next start lands them, once each.
     pg.thaw().unwrap();
     let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while ids(&pg.url).await.len() < 11 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{:?}",
-            ids(&pg.url).await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    server.terminate().unwrap();
-    assert!(server.wait(Duration::from_secs(30)).unwrap().success());
-    let found = ids(&pg.url).await;
-    assert!(
-        found.len() == 11 && (0..=10).all(|id| found.get(&id) == Some(&1)),
-        "{found:?}"
+    lands_once_each_then_stops(&pg.url, &mut server, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_another_session_locks_fails_flushes_saying_so_and_loses_nothing() {
+    let pg = Postgres::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &pg.url);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "type = \"postgres\"",
+        "type = \"postgres\"\ntimeout = \"2s\"",
     );
+    std::fs::write(&config, text).unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &dir.path().join("data"), Some(&config)).unwrap();
+    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
+    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{message}");
+
+    // Another session takes the table for itself (as a migration's ALTER TABLE would) and
+    // keeps it.
+    let admin = client(&pg.url).await;
+    admin
+        .batch_execute("BEGIN; LOCK TABLE load IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    for id in 1..=5 {
+        let path = "/v1/tables/load/rows?ack=durable";
+        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
+        assert_eq!(status, 200, "{message}");
+    }
+    // The flush gives up on the lock after half the timeout, saying why, not "no answer".
+    common::wait_for_tables_to_say(server.addr, "another session holds a lock this flush needs")
+        .await;
+    let tables = http_get(server.addr, "/v1/tables").await.unwrap();
+    assert!(tables.contains("55P03"), "{tables}");
+    assert!(!tables.contains("no answer"), "{tables}");
+
+    // Once the lock goes, the retries land the rows, once each.
+    admin.batch_execute("COMMIT").await.unwrap();
+    lands_once_each_then_stops(&pg.url, &mut server, 5).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,8 +33,10 @@
 //! (connecting, a flush's transaction, a read of the ledger, creating a table) has `timeout`
 //! (60 s by default): a server that hung, or a network that drops packets, leaves no flush
 //! waiting for the kernel's TCP timeouts (hours with keepalives, forever without traffic), and
-//! no shutdown either. A connection that did not answer in time is closed, never reused. Plain
-//! TCP, no TLS.
+//! no shutdown either. A connection that did not answer in time is closed, never reused. A lock
+//! another session holds on the table or the ledger row (a `LOCK TABLE`, an `ALTER TABLE`, a long
+//! transaction) is waited for half of `timeout` (`lock_timeout`), then the flush fails, retriable,
+//! with PostgreSQL's error 55P03 and a message naming the lock. Plain TCP, no TLS.
 //!
 //! # Layout
 //!

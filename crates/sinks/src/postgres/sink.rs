@@ -36,11 +36,17 @@ impl std::fmt::Debug for PostgresSink {
     }
 }
 
-/// Sorts PostgreSQL's errors: connection trouble, serialization failures, deadlocks, resource
-/// and shutdown states pass; the rest (syntax, undefined column, bad data, constraints) are about
-/// the batch.
+/// Sorts PostgreSQL's errors: connection trouble, serialization failures, deadlocks, lock
+/// timeouts, resource and shutdown states pass; the rest (syntax, undefined column, bad data,
+/// constraints) are about the batch.
 fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
     let message = match error.as_db_error() {
+        Some(db) if *db.code() == SqlState::LOCK_NOT_AVAILABLE => format!(
+            "{context}: {} ({}): another session holds a lock this flush needs (a LOCK TABLE, \
+             an ALTER TABLE, a long transaction); retried",
+            db.message(),
+            db.code().code()
+        ),
         Some(db) => format!("{context}: {} ({})", db.message(), db.code().code()),
         None => format!("{context}: {error}"),
     };
@@ -51,6 +57,7 @@ fn classify(error: &tokio_postgres::Error, context: &str) -> SinkError {
             matches!(class, "08" | "53" | "57" | "58")
                 || *code == SqlState::T_R_SERIALIZATION_FAILURE
                 || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::LOCK_NOT_AVAILABLE
         }
     };
     if retriable {
@@ -281,6 +288,12 @@ impl PostgresSink {
             .transaction()
             .await
             .map_err(|e| classify(&e, "cannot begin"))?;
+        // A lock another session holds (on the table or the ledger row) is waited for half the
+        // timeout at most, so the flush fails saying so, not as a server that gave no answer.
+        let lock_wait = (self.config.timeout() / 2).as_millis().max(1);
+        tx.batch_execute(&format!("SET LOCAL lock_timeout = {lock_wait}"))
+            .await
+            .map_err(|e| classify(&e, "cannot set the lock timeout"))?;
         let ledger = quote(LEDGER_TABLE);
         tx.execute(
             &format!("INSERT INTO {ledger} VALUES ($1, $2, 0) ON CONFLICT DO NOTHING"),
