@@ -112,7 +112,7 @@ async fn a_clickhouse_that_hangs_holds_up_no_flush_and_no_shutdown() {
     let data = dir.path().join("data");
     let mut server = ServerProcess::spawn(binary(), &data, Some(&config)).unwrap();
     // The server hangs: its port takes connections, nothing answers.
-    common::insert_around_a_hang(server.addr, || ch.freeze().unwrap()).await;
+    common::insert_around_a_hang(server.addr, async { ch.freeze().unwrap() }).await;
     common::wait_for_tables_to_say(server.addr, "no answer within 2s").await;
     // Past shutdown_timeout the rows stay in the log.
     server.terminate().unwrap();

@@ -167,7 +167,7 @@ async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
         std::fs::File::create(&log).unwrap().into(),
     )
     .unwrap();
-    common::insert_around_a_hang(server.addr, || s3.freeze().unwrap()).await;
+    common::insert_around_a_hang(server.addr, async { s3.freeze().unwrap() }).await;
     // Each request gives up after its timeout, retried a few times at most (object_store's
     // own default retries for three minutes): the flush fails and the table says so.
     common::wait_until_degraded(server.addr, "load").await;

@@ -61,6 +61,17 @@ fn config(dir: &Path, url: &str) -> std::path::PathBuf {
     config_with_columns(dir, url, COLUMNS_TOML)
 }
 
+/// [`config`] with a 2 s `timeout` for every exchange with the server.
+fn config_with_timeout(dir: &Path, url: &str) -> std::path::PathBuf {
+    let path = config(dir, url);
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "type = \"postgres\"",
+        "type = \"postgres\"\ntimeout = \"2s\"",
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// A config in `dir` declaring the table `load` with `columns` (TOML) in the server at `url`.
 fn config_with_columns(dir: &Path, url: &str, columns: &str) -> std::path::PathBuf {
     let path = dir.join("sluice.toml");
@@ -202,21 +213,17 @@ async fn postgres_down_at_start_does_not_stop_the_start_and_gets_its_rows_when_i
 async fn a_postgres_that_hangs_holds_up_no_flush_and_no_shutdown() {
     let pg = Postgres::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &pg.url);
+    let config = config_with_timeout(dir.path(), &pg.url);
     let text = std::fs::read_to_string(&config)
         .unwrap()
-        .replace("shutdown_timeout = \"20s\"", "shutdown_timeout = \"3s\"")
-        .replace(
-            "type = \"postgres\"",
-            "type = \"postgres\"\ntimeout = \"2s\"",
-        );
+        .replace("shutdown_timeout = \"20s\"", "shutdown_timeout = \"3s\"");
     std::fs::write(&config, text).unwrap();
     let data = dir.path().join("data");
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
     // A connection to the server is open and in the pool; then the server hangs: its port
     // takes connections, nothing answers.
-    common::insert_around_a_hang(server.addr, || pg.freeze().unwrap()).await;
+    common::insert_around_a_hang(server.addr, async { pg.freeze().unwrap() }).await;
     // The flush on the open connection, then a new connection's handshake, each give up after
     // the timeout, and the table says so.
     for what in ["while landing a flush", "while connecting"] {
@@ -237,32 +244,14 @@ async fn a_postgres_that_hangs_holds_up_no_flush_and_no_shutdown() {
 async fn a_table_another_session_locks_fails_flushes_saying_so_and_loses_nothing() {
     let pg = Postgres::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), &pg.url);
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "type = \"postgres\"",
-        "type = \"postgres\"\ntimeout = \"2s\"",
-    );
-    std::fs::write(&config, text).unwrap();
+    let config = config_with_timeout(dir.path(), &pg.url);
     let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let mut server = ServerProcess::spawn(binary, &dir.path().join("data"), Some(&config)).unwrap();
-    let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
-    let (status, message) = http_post(server.addr, "/v1/tables/load/rows?ack=committed", row(0))
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{message}");
-
     // Another session takes the table for itself (as a migration's ALTER TABLE would) and
     // keeps it.
     let admin = client(&pg.url).await;
-    admin
-        .batch_execute("BEGIN; LOCK TABLE load IN ACCESS EXCLUSIVE MODE")
-        .await
-        .unwrap();
-    for id in 1..=5 {
-        let path = "/v1/tables/load/rows?ack=durable";
-        let (status, message) = http_post(server.addr, path, row(id)).await.unwrap();
-        assert_eq!(status, 200, "{message}");
-    }
+    let lock = admin.batch_execute("BEGIN; LOCK TABLE load IN ACCESS EXCLUSIVE MODE");
+    common::insert_around_a_hang(server.addr, async { lock.await.unwrap() }).await;
     // The flush gives up on the lock after half the timeout, saying why, not "no answer".
     common::wait_for_tables_to_say(server.addr, "another session holds a lock this flush needs")
         .await;
@@ -272,7 +261,7 @@ async fn a_table_another_session_locks_fails_flushes_saying_so_and_loses_nothing
 
     // Once the lock goes, the retries land the rows, once each.
     admin.batch_execute("COMMIT").await.unwrap();
-    lands_once_each_then_stops(&pg.url, &mut server, 5).await;
+    lands_once_each_then_stops(&pg.url, &mut server, 10).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

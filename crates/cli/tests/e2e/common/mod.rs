@@ -307,16 +307,17 @@ pub async fn insert_while_the_store_is_down(addr: SocketAddr, path: &str) {
 }
 
 /// The start of a test of a store that hangs: id 0 of table `load` lands through a `committed`
-/// insert (the store has been reached), `freeze` makes the store hang, and ids 1 to 10 are
-/// taken as `durable` inserts of one row each, which the store cannot land now.
-pub async fn insert_around_a_hang(addr: SocketAddr, freeze: impl FnOnce()) {
+/// insert (the store has been reached), `freeze` makes the store hang (or holds the table up),
+/// and ids 1 to 10 are taken as `durable` inserts of one row each, which the store cannot land
+/// now.
+pub async fn insert_around_a_hang(addr: SocketAddr, freeze: impl std::future::Future<Output = ()>) {
     let row = |id: u64| format!("{{\"id\":{id},\"service\":\"api\"}}");
     let path = "/v1/tables/load/rows?ack=committed";
     let (status, message) = sluice_lab::load::http_post(addr, path, row(0))
         .await
         .unwrap();
     assert_eq!(status, 200, "{message}");
-    freeze();
+    freeze.await;
     for id in 1..=10 {
         let path = "/v1/tables/load/rows?ack=durable";
         let (status, message) = sluice_lab::load::http_post(addr, path, row(id))
