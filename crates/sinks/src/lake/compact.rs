@@ -25,7 +25,7 @@ use sluice_core::{PartitionKey, SinkError, TableDef, conform};
 use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
-use super::delta::{TableLog, add_action};
+use super::delta::{TableLog, Then, add_action};
 use super::parallel::on_every_core_in_runs;
 use super::part::{
     COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, is_part_name, write_file,
@@ -114,6 +114,7 @@ pub(crate) async fn compact(
         .map_or(1, |n| n.get())
         .clamp(1, MAX_MERGES_AT_ONCE);
     let (reads, writes) = (Arc::new(Turns::default()), Arc::new(Turns::default()));
+    let mut pending = merges.len();
     let mut running =
         futures_util::stream::iter(merges.into_iter().enumerate().map(|(turn, (key, inputs))| {
             let config = config.clone();
@@ -128,7 +129,8 @@ pub(crate) async fn compact(
                     drop(read);
                     let batches = batches?;
                     write.wait();
-                    // The next merge encodes while this one's file is made durable.
+                    // The next merge encodes while this one finishes its last column chunks and
+                    // its file is made durable.
                     merge(&config, &def, &target, &files, batches, || drop(write))
                 })
                 .await
@@ -140,6 +142,7 @@ pub(crate) async fn compact(
         .buffer_unordered(width);
     let mut failure = None;
     while let Some((key, inputs, merged)) = running.next().await {
+        pending -= 1;
         let (part, rows) = match merged {
             Ok(merged) if failure.is_none() => merged,
             Ok((part, _)) => {
@@ -153,8 +156,16 @@ pub(crate) async fn compact(
         };
         let mut log = log.lock().await;
         let add = add_action(&part, inputs[0].partition_values.clone(), false);
+        // After the pass's last commit nothing here reads the state again: it is updated when
+        // next needed, off the pass's time (for the compaction lab, the replay of the 1,000
+        // files added since the checkpoint, and of the pass's own removals).
+        let then = if pending == 0 {
+            Then::Defer
+        } else {
+            Then::Update
+        };
         match log
-            .commit_compaction(&inputs, read_at, add, policy.target_bytes)
+            .commit_compaction(&inputs, read_at, add, policy.target_bytes, then)
             .await
         {
             Ok(true) => {
@@ -254,15 +265,15 @@ impl Drop for Turn {
 }
 
 /// Sorts the rows of `inputs` (read as `batches`) by the table's sort key and writes them as
-/// one file in the inputs' folder: the new file and the rows in it. `encoded` is called once
-/// the rows are encoded, before the file is made durable.
+/// one file in the inputs' folder: the new file and the rows in it. `winding_down` is called
+/// once the encoding leaves cores idle ([`write_file`]).
 fn merge(
     config: &LakeConfig,
     table: &TableDef,
     files: &TableFiles,
     inputs: &[LiveFile],
     batches: Vec<RecordBatch>,
-    encoded: impl FnOnce(),
+    winding_down: impl FnOnce() + Send,
 ) -> Result<(WrittenPart, u64), SinkError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let batches = one_layout(batches)?;
@@ -281,7 +292,7 @@ fn merge(
         footer,
         sync: FileSync::Durable,
     };
-    let part = write_file(config, table, files, file, &batches, encoded)?;
+    let part = write_file(config, table, files, file, &batches, winding_down)?;
     Ok((part, rows as u64))
 }
 

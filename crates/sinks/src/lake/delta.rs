@@ -36,6 +36,7 @@ use deltalake_core::kernel::{
 use deltalake_core::logstore::LogStoreRef;
 use deltalake_core::operations::create::CreateBuilder;
 use deltalake_core::protocol::{DeltaOperation, SaveMode};
+use deltalake_core::table::config::TablePropertiesExt;
 use deltalake_core::table::state::DeltaTableState;
 use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
@@ -63,6 +64,9 @@ pub(crate) struct TableLog {
     log_retention: Duration,
     /// Set when a commit failed in a way that may have written it anyway.
     uncertain: bool,
+    /// Set when `state` is older than this process's last commit ([`Then::Defer`]): the
+    /// next commit reads the log first. The published counts are kept current meanwhile.
+    behind: bool,
     /// Active parts per partition as of `state`, published for the insert path's throttle.
     counts: Arc<PartCounts>,
     /// The transaction versions of this process's app ids, read from the log once each and
@@ -184,6 +188,7 @@ impl TableLog {
             partition_columns,
             log_retention: config.log_retention,
             uncertain: false,
+            behind: false,
             counts: Arc::default(),
             watermarks: HashMap::new(),
             fields,
@@ -202,6 +207,9 @@ impl TableLog {
     pub(crate) async fn conform_schema(&mut self) -> Result<(), SinkError> {
         if self.conformed {
             return Ok(());
+        }
+        if self.behind {
+            self.refresh().await?;
         }
         // Each change is one commit; a few more tries cover commits lost to other writers.
         let mut attempts = self.fields.len() + SCHEMA_RETRIES;
@@ -240,7 +248,12 @@ impl TableLog {
                 .map_err(|e| delta_error(&self.location, "change the schema of", e.into()))?;
             let properties = CommitProperties::default().with_cleanup_expired_logs(Some(false));
             match self
-                .commit(properties, vec![Action::Metadata(metadata)], operation)
+                .commit(
+                    properties,
+                    vec![Action::Metadata(metadata)],
+                    operation,
+                    Then::Update,
+                )
                 .await
             {
                 Ok(()) => tracing::info!(table = %self.location, %change, "table schema changed"),
@@ -347,7 +360,12 @@ impl TableLog {
         let mut retries = 0;
         loop {
             let committed = self
-                .commit(properties.clone(), actions.clone(), operation.clone())
+                .commit(
+                    properties.clone(),
+                    actions.clone(),
+                    operation.clone(),
+                    Then::Update,
+                )
                 .await;
             match committed {
                 Err(e) if !self.uncertain && retries < APPEND_RETRIES => {
@@ -360,18 +378,33 @@ impl TableLog {
         }
     }
 
+    /// Commits `actions` on the state's version (deltalake-core checks a lost race against the
+    /// commits that won it and tries the next version). With [`Then::Update`] the state is
+    /// brought to the new version at once; with [`Then::Defer`] (and no checkpoint due) it is
+    /// left behind and the next use of it reads the log again: the last commit of a compaction
+    /// pass replays the log since the checkpoint (every flush's file statistics) for a state
+    /// that `sluice compact` then never reads.
     async fn commit(
         &mut self,
         properties: CommitProperties,
         actions: Vec<Action>,
         operation: DeltaOperation,
+        then: Then,
     ) -> Result<(), SinkError> {
-        let result = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .build(Some(&self.state), self.log_store.clone(), operation)
-            .await;
-        let finalized = match result {
-            Ok(finalized) => finalized,
+        if self.behind {
+            self.refresh().await?;
+        }
+        let builder = CommitBuilder::from(properties).with_actions(actions).build(
+            Some(&self.state),
+            self.log_store.clone(),
+            operation,
+        );
+        let written = match builder.into_prepared_commit_future().await {
+            Ok(prepared) => prepared.await,
+            Err(e) => Err(e),
+        };
+        let post = match written {
+            Ok(post) => post,
             Err(e) => {
                 // A conflict means the entry was not written; anything else may have been.
                 self.uncertain = !matches!(
@@ -383,15 +416,38 @@ impl TableLog {
                 return Err(delta_error(&self.location, "commit to", e));
             }
         };
+        // The entry is in the log: what follows cannot undo it.
         self.uncertain = false;
-        let version = finalized.version();
-        let checkpoint = finalized.metrics.new_checkpoint_created;
-        self.state = finalized.snapshot();
-        self.publish_counts();
+        let version = post.version;
+        let interval = self.state.table_config().checkpoint_interval().get();
+        let checkpoint_due = (version + 1).is_multiple_of(interval);
+        let mut hook_failed = false;
+        let checkpoint = if then == Then::Defer && !checkpoint_due {
+            self.behind = true;
+            false
+        } else {
+            match post.await {
+                Ok(finalized) => {
+                    self.state = finalized.snapshot();
+                    self.publish_counts();
+                    finalized.metrics.new_checkpoint_created
+                }
+                Err(e) => {
+                    // Reading the new version or writing the checkpoint failed: the log is
+                    // only longer, and the next use reads it again.
+                    tracing::warn!(table = %self.location, version, error = %e, "committed, but cannot update the table's state or write its checkpoint");
+                    self.behind = true;
+                    hook_failed = true;
+                    false
+                }
+            }
+        };
         if let Some(dir) = self.location.folder() {
             let log_dir = dir.join(DELTA_LOG_DIR);
             let mut files = vec![commit_file(version)];
-            if checkpoint {
+            // A checkpoint a failed hook may have left is made durable too (or a crash could
+            // leave a torn one that readers would load).
+            if checkpoint || hook_failed {
                 files.push(format!("{version:020}.checkpoint.parquet"));
                 files.push("_last_checkpoint".to_owned());
             }
@@ -436,12 +492,17 @@ impl TableLog {
     /// compactions of the same files would both commit. Every compaction commit therefore also
     /// moves the table's compactor transaction (`sluice/compactor`) one version up: of two
     /// racers that read the same version, the second conflicts and is refused.
+    ///
+    /// `then` says whether the state is brought to the new version now ([`Then::Update`]: more
+    /// merges of the pass will commit) or when next needed; the published part counts move by
+    /// the swap either way.
     pub(crate) async fn commit_compaction(
         &mut self,
         inputs: &[LiveFile],
         read_at: u64,
         output: Add,
         target_bytes: u64,
+        then: Then,
     ) -> Result<bool, SinkError> {
         self.refresh().await?;
         // When the log has not moved, the inputs are still live; otherwise each is looked up
@@ -474,6 +535,14 @@ impl TableLog {
                 })
             })
             .collect();
+        let swap = CountSwap {
+            partition: inputs
+                .first()
+                .map(|input| self.partition_of(&input.partition_values)),
+            parts: inputs.len() as u64,
+            bytes_in: inputs.iter().map(|input| input.bytes).sum(),
+            bytes_out: u64::try_from(output.size).unwrap_or(0),
+        };
         actions.push(Action::Add(output));
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(
@@ -485,8 +554,13 @@ impl TableLog {
             predicate: None,
             target_size: i64::try_from(target_bytes).unwrap_or(i64::MAX),
         };
-        match self.commit(properties, actions, operation).await {
-            Ok(()) => Ok(true),
+        match self.commit(properties, actions, operation, then).await {
+            Ok(()) => {
+                if self.behind {
+                    self.count_swap(&swap);
+                }
+                Ok(true)
+            }
             // A conflict (the only failure that leaves the outcome certain): another compactor
             // committed first. Nothing of this merge landed.
             Err(e) if !self.uncertain => {
@@ -528,6 +602,7 @@ impl TableLog {
             .update(self.log_store.as_ref(), None)
             .await
             .map_err(|e| delta_error(&self.location, "load", e))?;
+        self.behind = false;
         if self.state.version() != before {
             self.publish_counts();
         }
@@ -565,6 +640,21 @@ impl TableLog {
         }
     }
 
+    /// Moves the published counts by a compaction's swap, for a state left behind it.
+    fn count_swap(&self, swap: &CountSwap) {
+        let Some(partition) = &swap.partition else {
+            return;
+        };
+        let mut counts = match self.counts.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(entry) = counts.get_mut(partition) {
+            entry.parts = entry.parts.saturating_sub(swap.parts) + 1;
+            entry.bytes = entry.bytes.saturating_sub(swap.bytes_in) + swap.bytes_out;
+        }
+    }
+
     async fn version_of(&self, app: &str) -> Result<Option<u64>, SinkError> {
         let version = self
             .state
@@ -594,6 +684,25 @@ impl TableLog {
             },
         }
     }
+}
+
+/// What a commit does with the table's state once its entry is in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Then {
+    /// Brings it to the new version: the next commit builds on it.
+    Update,
+    /// Leaves it behind, for the next use to read the log again: for a commit after which the
+    /// state may never be read (a compaction pass's last).
+    Defer,
+}
+
+/// A compaction's swap as the part counts see it: `parts` files of `bytes_in` bytes in
+/// `partition` became one of `bytes_out` (the rows stay).
+struct CountSwap {
+    partition: Option<PartitionKey>,
+    parts: u64,
+    bytes_in: u64,
+    bytes_out: u64,
 }
 
 /// Tries an append gets again after a conflict, each on the version that beat the last.

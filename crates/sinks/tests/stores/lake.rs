@@ -11,8 +11,8 @@ use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::{
-    Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
-    TableDef, TableLayout, TableName, decode_ndjson,
+    Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey,
+    PartitionParts, Sink, TableDef, TableLayout, TableName, decode_ndjson,
 };
 use sluice_sinks::lake::{ORPHAN_GRACE, live_files};
 use sluice_sinks::{LakeConfig, LakeSink};
@@ -190,6 +190,88 @@ async fn flushes_commit_once_and_compaction_swaps_files_keeping_every_row() {
     // The watermark survives compaction: a reopened sink still skips what landed.
     let reopened = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
     assert_eq!(reopened.committed(&t).await.unwrap(), vec![(key, 8)]);
+}
+
+/// Flush `seq` of partition `service`: ids `first..first + rows`.
+fn flush_in<'a>(table: &'a TableDef, service: &str, seq: u64, first: i64) -> FlushBatch<'a> {
+    let rows: String = (first..first + 3)
+        .map(|id| format!("{{\"id\":{id},\"service\":\"{service}\"}}\n"))
+        .collect();
+    flush_rows(table, PartitionKey::Value(service.into()), seq, &rows)
+}
+
+/// The part counts a fresh read of the log gives, per partition.
+async fn parts_in_log(root: &std::path::Path, table: &TableDef) -> Vec<PartitionParts> {
+    let fresh = LakeSink::new(LakeConfig::new(root)).unwrap();
+    fresh.committed(table).await.unwrap();
+    counted(&fresh, table)
+}
+
+fn counted(lake: &LakeSink, table: &TableDef) -> Vec<PartitionParts> {
+    lake.active_parts(table.name()).unwrap()
+}
+
+/// A pass of several merges commits them one after another, each on the one before (the last
+/// leaves the log's state behind, to be read again when next needed): the part counts the
+/// throttle reads are the log's right after the pass, and a flush and another pass land on top
+/// with every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_of_several_merges_keeps_the_counts_and_later_commits_land_on_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let t = table();
+    lake.create_table(&t).await.unwrap();
+    let services = ["api", "db", "web"];
+    let mut next_id = 0;
+    for (n, service) in services.iter().enumerate() {
+        // A partition each with 3, 4 and 5 parts: merges of different sizes.
+        for seq in 1..=(3 + n as u64) {
+            lake.write(flush_in(&t, service, seq, next_id))
+                .await
+                .unwrap();
+            next_id += 3;
+        }
+    }
+    let report = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((report.merges, report.files_in), (3, 12), "{report:?}");
+    let after_pass = counted(&lake, &t);
+    assert_eq!(
+        after_pass.iter().map(|p| p.parts).collect::<Vec<_>>(),
+        vec![1, 1, 1],
+        "{after_pass:?}"
+    );
+    assert_eq!(after_pass, parts_in_log(dir.path(), &t).await);
+
+    // Flushes after the pass commit on the newest version, and a second pass merges them.
+    for seq in 5..=6 {
+        let landed = lake.write(flush_in(&t, "db", seq, next_id)).await.unwrap();
+        assert_eq!(landed.parts, 1);
+        next_id += 3;
+    }
+    let db = PartitionKey::Value("db".into());
+    assert_eq!(lake.partition_parts(t.name(), &db), Some(3));
+    let report = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(report.merges, 1, "{report:?}");
+    assert_eq!(
+        lake.partition_parts(t.name(), &db),
+        Some(3 + 1 - report.files_in)
+    );
+    assert_eq!(counted(&lake, &t), parts_in_log(dir.path(), &t).await);
+
+    let (_, counts) = ids(&dir.path().join("t")).await;
+    assert_eq!(counts.len(), next_id as usize);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    // The flush identities survive both passes: a replay of any flush lands nothing.
+    let replay = lake.write(flush_in(&t, "web", 5, 0)).await.unwrap();
+    assert_eq!(replay.parts, 0);
+    let replay = lake.write(flush_in(&t, "db", 6, 0)).await.unwrap();
+    assert_eq!(replay.parts, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
