@@ -535,14 +535,7 @@ impl TableLog {
                 })
             })
             .collect();
-        let swap = CountSwap {
-            partition: inputs
-                .first()
-                .map(|input| self.partition_of(&input.partition_values)),
-            parts: inputs.len() as u64,
-            bytes_in: inputs.iter().map(|input| input.bytes).sum(),
-            bytes_out: u64::try_from(output.size).unwrap_or(0),
-        };
+        let bytes_out = u64::try_from(output.size).unwrap_or(0);
         actions.push(Action::Add(output));
         let properties = CommitProperties::default()
             .with_application_transaction(Transaction::new(
@@ -557,7 +550,7 @@ impl TableLog {
         match self.commit(properties, actions, operation, then).await {
             Ok(()) => {
                 if self.behind {
-                    self.count_swap(&swap);
+                    self.count_swap(inputs, bytes_out);
                 }
                 Ok(true)
             }
@@ -640,18 +633,23 @@ impl TableLog {
         }
     }
 
-    /// Moves the published counts by a compaction's swap, for a state left behind it.
-    fn count_swap(&self, swap: &CountSwap) {
-        let Some(partition) = &swap.partition else {
+    /// Moves the published counts by a compaction's swap (`inputs`, of one partition, became
+    /// one file of `bytes_out` bytes; the rows stay), for a state left behind it.
+    fn count_swap(&self, inputs: &[LiveFile], bytes_out: u64) {
+        let Some(partition) = inputs
+            .first()
+            .map(|input| self.partition_of(&input.partition_values))
+        else {
             return;
         };
+        let bytes_in: u64 = inputs.iter().map(|input| input.bytes).sum();
         let mut counts = match self.counts.write() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some(entry) = counts.get_mut(partition) {
-            entry.parts = entry.parts.saturating_sub(swap.parts) + 1;
-            entry.bytes = entry.bytes.saturating_sub(swap.bytes_in) + swap.bytes_out;
+        if let Some(entry) = counts.get_mut(&partition) {
+            entry.parts = entry.parts.saturating_sub(inputs.len() as u64) + 1;
+            entry.bytes = entry.bytes.saturating_sub(bytes_in) + bytes_out;
         }
     }
 
@@ -694,15 +692,6 @@ pub(crate) enum Then {
     /// Leaves it behind, for the next use to read the log again: for a commit after which the
     /// state may never be read (a compaction pass's last).
     Defer,
-}
-
-/// A compaction's swap as the part counts see it: `parts` files of `bytes_in` bytes in
-/// `partition` became one of `bytes_out` (the rows stay).
-struct CountSwap {
-    partition: Option<PartitionKey>,
-    parts: u64,
-    bytes_in: u64,
-    bytes_out: u64,
 }
 
 /// Tries an append gets again after a conflict, each on the version that beat the last.
