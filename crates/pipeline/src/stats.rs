@@ -68,6 +68,10 @@ pub mod names {
     pub const COMPACTION_FILES_DELETED: &str = "sluice_compaction_files_deleted_total";
     /// Counter: compaction rounds that failed (tried again next round). Label `table`.
     pub const COMPACTION_ERRORS: &str = "sluice_compaction_errors_total";
+    /// Histogram: seconds a background compaction round spent on its merges (planning,
+    /// reading, writing, committing; not deleting replaced files), for rounds that merged
+    /// something (committed a merge or lost one to another compactor). Label `table`.
+    pub const COMPACTION_SECONDS: &str = "sluice_compaction_duration_seconds";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
     /// Counter: frames written to the write-ahead log.

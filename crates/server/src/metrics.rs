@@ -23,6 +23,10 @@ pub fn install() -> PrometheusHandle {
                 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
             ];
             let rows = [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7];
+            // A round merges up to every partition's small parts: seconds to minutes.
+            let rounds = [
+                0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+            ];
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Full(names::ROW_WAIT.into()), &seconds)
                 .and_then(|b| {
@@ -30,6 +34,12 @@ pub fn install() -> PrometheusHandle {
                 })
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(names::PART_ROWS.into()), &rows)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(names::COMPACTION_SECONDS.into()),
+                        &rounds,
+                    )
                 });
             let recorder = match builder {
                 Ok(builder) => builder.build_recorder(),
@@ -119,6 +129,11 @@ fn describe() {
     describe_counter!(
         names::COMPACTION_ERRORS,
         "Compaction rounds that failed (tried again next round)"
+    );
+    describe_histogram!(
+        names::COMPACTION_SECONDS,
+        metrics::Unit::Seconds,
+        "Time a background compaction round spent merging, for rounds that merged something"
     );
     describe_counter!(names::WAL_FRAMES, "Frames written to the write-ahead log");
     describe_counter!(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, Server, assert_exactly_once, id_counts};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress};
+use sluice_lab::load::{Endpoint, Progress, http_get};
 
 /// Reads the table at argv[1] until the file argv[2] exists; one JSON line per read.
 const READER: &str = r#"
@@ -97,6 +97,8 @@ async fn a_reader_sees_every_row_once_while_compactors_swap_files() {
         }
         files = now;
     }
+    let page = http_get(server.addr, "/metrics").await.unwrap();
+    let rounds = common::compaction_rounds(&page);
     server.sigterm();
     assert!(server.wait(Duration::from_secs(60)).success());
 
@@ -126,7 +128,8 @@ async fn a_reader_sees_every_row_once_while_compactors_swap_files() {
     assert!(files * 4 < flushes, "{files} files left");
     assert!(foreground_passes >= 1);
     println!(
-        "{} reads, {foreground_passes} foreground passes, {files} files left",
+        "{} reads, {foreground_passes} foreground passes, {rounds} background rounds that \
+         merged, {files} files left",
         reads.len()
     );
 }

@@ -414,3 +414,29 @@ pub fn sample(page: &str, name: &str, labels: &[&str]) -> f64 {
         .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// Checks what a `/metrics` page says of table `load`'s background compaction rounds: one
+/// duration observed for each round that merged (each committed a merge or lost one to another
+/// compactor, so there are no more rounds than those, and some when there were any), with time
+/// spent in them. Returns the number of rounds.
+pub fn compaction_rounds(page: &str) -> f64 {
+    let rounds = sample(page, "sluice_compaction_duration_seconds_count", &[]);
+    let merged = sample(page, "sluice_compaction_merges_total", &[])
+        + sample(page, "sluice_compaction_lost_races_total", &[]);
+    assert!(
+        rounds <= merged,
+        "{rounds} rounds, {merged} merges:\n{page}"
+    );
+    assert_eq!(
+        rounds > 0.0,
+        merged > 0.0,
+        "{rounds} rounds, {merged} merges:\n{page}"
+    );
+    let seconds = sample(page, "sluice_compaction_duration_seconds_sum", &[]);
+    assert_eq!(
+        seconds > 0.0,
+        rounds > 0.0,
+        "{seconds} s in {rounds} rounds:\n{page}"
+    );
+    rounds
+}
