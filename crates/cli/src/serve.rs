@@ -147,12 +147,6 @@ fn record_compaction(
     let by_table = |name: &'static str, value: u64| {
         metrics::counter!(name, "table" => table.clone()).increment(value);
     };
-    // Only rounds that merged: the idle ones (a few milliseconds to find nothing to do) would
-    // hide how long the work takes, which is what tells whether compaction keeps up.
-    if report.merges + report.lost_races > 0 {
-        metrics::histogram!(names::COMPACTION_SECONDS, "table" => table.clone())
-            .record(report.elapsed_s);
-    }
     by_table(names::COMPACTION_MERGES, report.merges);
     by_table(names::COMPACTION_LOST_RACES, report.lost_races);
     by_table(names::COMPACTION_ROWS, report.rows);
@@ -163,6 +157,12 @@ fn record_compaction(
     ] {
         metrics::counter!(name, "table" => table.clone(), "direction" => "in").increment(inward);
         metrics::counter!(name, "table" => table.clone(), "direction" => "out").increment(outward);
+    }
+    // Only rounds that merged: the idle ones (a few milliseconds to find nothing to do) would
+    // hide how long the work takes, which is what tells whether compaction keeps up. Recorded
+    // after the counters, so a scrape never sees more such rounds than merges.
+    if report.merges + report.lost_races > 0 {
+        metrics::histogram!(names::COMPACTION_SECONDS, "table" => table).record(report.elapsed_s);
     }
 }
 
