@@ -32,11 +32,13 @@ os._exit(0)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_sees_every_row_once_while_compactors_swap_files() {
     // Many small flushes (one Delta commit each, per partition), and room at shutdown for the
-    // last of them on a loaded machine.
+    // last of them on a loaded machine. Inputs above `lz4_below` are merged as they are read
+    // (a streamed merge): with 1 KiB, every merge here is.
     let config = format!(
         "shutdown_timeout = \"120s\"\n\
          [tables.load]\ncolumns = {COLUMNS_TOML}\npartition_by = \"service\"\n\
          [tables.load.flush]\nmax_rows = 100\nmax_age = \"200ms\"\n\
+         [lake]\nlz4_below = \"1KiB\"\n\
          [lake.compaction]\ninterval = \"200ms\"\n"
     );
     let mut server = Server::start(&config);

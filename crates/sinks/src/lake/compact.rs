@@ -28,10 +28,12 @@ use super::config::LakeConfig;
 use super::delta::{TableLog, Then, add_action};
 use super::parallel::on_every_core_in_runs;
 use super::part::{
-    COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, is_part_name, write_file,
+    COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, encoding_of, is_part_name,
+    write_file,
 };
 use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
+use super::stream::{Pieces, Streamed, write_streamed};
 
 const SINK: &str = "lake";
 
@@ -124,6 +126,20 @@ pub(crate) async fn compact(
             let (read, write) = (reads.turn(turn), writes.turn(turn));
             async move {
                 let merged = tokio::task::spawn_blocking(move || {
+                    if streams(&config, &def, &files) {
+                        // A streamed merge reads and encodes at once: it takes both turns.
+                        read.wait();
+                        write.wait();
+                        let passed = move || drop((read, write));
+                        if let Some(merged) =
+                            merge_streaming(&config, &def, &target, &files, passed)?
+                        {
+                            return Ok(merged);
+                        }
+                        // Inputs of several layouts, brought into one first.
+                        let batches = read_inputs(&target, &files, true)?;
+                        return merge(&config, &def, &target, &files, batches, || {});
+                    }
                     read.wait();
                     let batches = read_inputs(&target, &files, def.sort_by().is_empty());
                     drop(read);
@@ -264,6 +280,62 @@ impl Drop for Turn {
     }
 }
 
+/// Whether a merge of `inputs` streams ([`merge_streaming`]): when the table has no sort key
+/// (so the rows keep the inputs' order) and the inputs are large enough to make a zstd file
+/// ([`LakeConfig::lz4_below`], judged by their file sizes). A small merge holds little, and a
+/// sorted one needs all its rows at once to sort them.
+fn streams(config: &LakeConfig, table: &TableDef, inputs: &[LiveFile]) -> bool {
+    let bytes: u64 = inputs.iter().map(|f| f.bytes).sum();
+    table.sort_by().is_empty() && bytes >= config.lz4_below
+}
+
+/// Writes the rows of `inputs`, in their order, as one file in the inputs' folder, encoding
+/// them as they are read ([`write_streamed`]): the inputs are read in runs as
+/// [`read_inputs`] reads them, each run's rows packed into large batches, and a run is freed
+/// once it is encoded, so the merge holds about its output's size rather than its rows.
+/// `all_read` is called once every input has been read. `None` when the inputs are not all
+/// of one layout: nothing was written.
+fn merge_streaming(
+    config: &LakeConfig,
+    table: &TableDef,
+    files: &TableFiles,
+    inputs: &[LiveFile],
+    all_read: impl FnOnce() + Send,
+) -> Result<Option<(WrittenPart, u64)>, SinkError> {
+    let bytes: u64 = inputs.iter().map(|f| f.bytes).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runs: Vec<&[LiveFile]> = inputs
+        .chunks(inputs.len().div_ceil(cores * RUNS_PER_CORE).max(1))
+        .collect();
+    let pieces = Pieces {
+        count: runs.len(),
+        read: |run: usize| read_run(files, runs[run], true),
+    };
+    let name = compacted_name();
+    let file = merged_file(inputs, &name);
+    let encoding = encoding_of(config, bytes)?;
+    match write_streamed(config, table, files, file, encoding, pieces, all_read)? {
+        Streamed::Written(part, rows) => Ok(Some((part, rows))),
+        Streamed::NotStreamable => Ok(None),
+    }
+}
+
+/// The file a merge of `inputs` writes, named `name`: in the inputs' folder, its footer saying
+/// how many parts it replaced.
+fn merged_file<'a>(inputs: &'a [LiveFile], name: &'a str) -> NewFile<'a> {
+    let folder = inputs
+        .first()
+        .and_then(|input| input.relative.rsplit_once('/'))
+        .map(|(folder, _)| folder);
+    let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), inputs.len().to_string());
+    NewFile {
+        folder,
+        name,
+        footer,
+        sync: FileSync::Durable,
+    }
+}
+
 /// Sorts the rows of `inputs` (read as `batches`) by the table's sort key and writes them as
 /// one file in the inputs' folder: the new file and the rows in it. `winding_down` is called
 /// once the encoding leaves cores idle ([`write_file`]).
@@ -281,17 +353,8 @@ fn merge(
     let batches = table
         .sort_chunks(&batches, WRITE_BATCH_ROWS)
         .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
-    let folder = inputs
-        .first()
-        .and_then(|input| input.relative.rsplit_once('/'))
-        .map(|(folder, _)| folder.to_owned());
-    let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), inputs.len().to_string());
-    let file = NewFile {
-        folder: folder.as_deref(),
-        name: &compacted_name(),
-        footer,
-        sync: FileSync::Durable,
-    };
+    let name = compacted_name();
+    let file = merged_file(inputs, &name);
     let part = write_file(config, table, files, file, &batches, winding_down)?;
     Ok((part, rows as u64))
 }

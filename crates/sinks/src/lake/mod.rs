@@ -35,6 +35,7 @@
 //! - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
 //! - `stats.rs`: per-file statistics for the log.
 //! - `part.rs`: encoding one Parquet file: name, settings, footer.
+//! - `stream.rs`: encoding one Parquet file as its rows are read, in pieces (a merge's).
 //! - `storage.rs`: where a table's files live (a folder, or an object store for an `s3://`,
 //!   `gs://` or `az://` root): durable writes, reads, listing, deletion.
 //! - `delta.rs`: one table's Delta log: create, commit with the flush's identity, fsync, read
@@ -57,6 +58,7 @@ mod schema;
 mod sink;
 mod stats;
 mod storage;
+mod stream;
 
 pub use compact::{CompactionReport, ORPHAN_GRACE};
 pub use config::{

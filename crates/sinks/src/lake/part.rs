@@ -407,7 +407,7 @@ fn row_groups(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
 
 /// How a file's column chunks are encoded.
 #[derive(Debug, Clone, Copy)]
-struct Encoding {
+pub(crate) struct Encoding {
     compression: Compression,
     /// Dictionary pages, for columns that repeat values.
     dictionary: bool,
@@ -433,6 +433,11 @@ fn encoding(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Encoding, Si
                 .map_or(u64::MAX, |n| n as u64)
         })
         .fold(0, u64::saturating_add);
+    encoding_of(config, bytes)
+}
+
+/// How to encode a file of rows of `bytes` in memory ([`encoding`]).
+pub(crate) fn encoding_of(config: &LakeConfig, bytes: u64) -> Result<Encoding, SinkError> {
     if bytes < config.lz4_below {
         return Ok(Encoding {
             compression: Compression::LZ4_RAW,
@@ -448,7 +453,7 @@ fn encoding(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Encoding, Si
     })
 }
 
-fn properties(
+pub(crate) fn properties(
     config: &LakeConfig,
     table: &TableDef,
     footer: KeyValue,
@@ -476,7 +481,7 @@ fn properties(
         .build())
 }
 
-fn parquet_error(what: &str, e: ParquetError) -> SinkError {
+pub(crate) fn parquet_error(what: &str, e: ParquetError) -> SinkError {
     let message = format!("cannot write {what}: {e}");
     match e {
         ParquetError::External(_) | ParquetError::EOF(_) => {

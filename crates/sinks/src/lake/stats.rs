@@ -31,18 +31,85 @@ pub(crate) fn file_stats(
     batches: &[RecordBatch],
     footer: &ParquetMetaData,
 ) -> String {
+    let columns: Vec<ColumnRows> = (0..schema.fields().len())
+        .map(|i| {
+            let mut rows = ColumnRows::default();
+            for batch in batches {
+                rows.add(batch.column(i));
+            }
+            rows
+        })
+        .collect();
+    stats_json(schema, &columns, footer)
+}
+
+/// What a file's statistics take from the rows of one column rather than from the footer: its
+/// null count and, for a float column, its bounds. A file encoded as its rows stream past
+/// ([`super::stream`]) adds each piece of the column as it is encoded.
+#[derive(Debug, Default)]
+pub(crate) struct ColumnRows {
+    rows: usize,
+    nulls: usize,
+    floats: FloatBounds,
+}
+
+/// A float column's bounds so far.
+#[derive(Debug, Default)]
+enum FloatBounds {
+    /// No value yet (or not a float column).
+    #[default]
+    NoValues,
+    Bounds(Value, Value),
+    /// A NaN was seen: the column gets no bounds.
+    Unbounded,
+}
+
+impl ColumnRows {
+    /// The rows counted.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Counts `column`, the next piece of the column's values.
+    pub(crate) fn add(&mut self, column: &ArrayRef) {
+        self.rows += column.len();
+        self.nulls += column.null_count();
+        let is_float = matches!(column.data_type(), DataType::Float32 | DataType::Float64);
+        if !is_float || column.null_count() == column.len() {
+            return;
+        }
+        self.floats = match (std::mem::take(&mut self.floats), array_float_bounds(column)) {
+            (FloatBounds::Unbounded, _) | (_, None) => FloatBounds::Unbounded,
+            (FloatBounds::NoValues, Some((lo, hi))) => FloatBounds::Bounds(lo, hi),
+            (FloatBounds::Bounds(lo, hi), Some(next)) => {
+                let (lo, hi) = widen(Some((lo, hi)), next);
+                FloatBounds::Bounds(lo, hi)
+            }
+        };
+    }
+}
+
+/// The Delta `stats` JSON of a data file of `schema` (one Parquet column per field) whose
+/// columns held `columns`, written with the footer `footer`.
+pub(crate) fn stats_json(
+    schema: &SchemaRef,
+    columns: &[ColumnRows],
+    footer: &ParquetMetaData,
+) -> String {
     let mut mins = Map::new();
     let mut maxs = Map::new();
     let mut nulls = Map::new();
     // Column chunk `i` is field `i` when every field is one Parquet column; otherwise the
     // footer's bounds are not taken at all.
     let flat = footer.file_metadata().schema_descr().num_columns() == schema.fields().len();
-    for (i, field) in schema.fields().iter().enumerate() {
-        let null_count: usize = batches.iter().map(|b| b.column(i).null_count()).sum();
-        nulls.insert(field.name().clone(), json!(null_count));
-        let bounds = match field.data_type() {
-            DataType::Float32 | DataType::Float64 => float_bounds(batches, i),
-            ty if flat => footer_bounds(footer, i, ty),
+    for (i, (field, rows)) in schema.fields().iter().zip(columns).enumerate() {
+        nulls.insert(field.name().clone(), json!(rows.nulls));
+        let bounds = match (field.data_type(), &rows.floats) {
+            (DataType::Float32 | DataType::Float64, FloatBounds::Bounds(lo, hi)) => {
+                Some((lo.clone(), hi.clone()))
+            }
+            (DataType::Float32 | DataType::Float64, _) => None,
+            (ty, _) if flat => footer_bounds(footer, i, ty),
             _ => None,
         };
         if let Some((lo, hi)) = bounds {
@@ -51,7 +118,7 @@ pub(crate) fn file_stats(
         }
     }
     json!({
-        "numRecords": batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        "numRecords": columns.first().map_or(0, |c| c.rows),
         "minValues": mins,
         "maxValues": maxs,
         "nullCount": nulls,
@@ -114,19 +181,7 @@ fn chunk_bounds(stats: &Statistics, ty: &DataType) -> Option<(Value, Value)> {
     }
 }
 
-/// The bounds of float column `index`, computed from the rows: `None` when it has no values
-/// or holds a NaN.
-fn float_bounds(batches: &[RecordBatch], index: usize) -> Option<(Value, Value)> {
-    let mut lo_hi = None;
-    for column in batches.iter().map(|b| b.column(index)) {
-        if column.null_count() == column.len() {
-            continue;
-        }
-        lo_hi = Some(widen(lo_hi, array_float_bounds(column)?));
-    }
-    lo_hi
-}
-
+/// The bounds of a float array holding values: `None` when one of them is a NaN.
 fn array_float_bounds(column: &ArrayRef) -> Option<(Value, Value)> {
     // Arrow orders NaN above every number, so a column holding one has a NaN maximum.
     let (lo, hi) = match column.data_type() {

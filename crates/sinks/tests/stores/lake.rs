@@ -14,7 +14,7 @@ use sluice_core::{
     Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey,
     PartitionParts, Sink, TableDef, TableLayout, TableName, decode_ndjson,
 };
-use sluice_sinks::lake::{ORPHAN_GRACE, live_files};
+use sluice_sinks::lake::{DEFAULT_LZ4_BELOW, ORPHAN_GRACE, live_files};
 use sluice_sinks::{LakeConfig, LakeSink};
 
 fn table() -> TableDef {
@@ -276,8 +276,20 @@ async fn a_pass_of_several_merges_keeps_the_counts_and_later_commits_land_on_top
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacting_an_unsorted_table_keeps_every_row_once_across_coalesced_batches() {
+    // Merged as read and encoded (the inputs are smaller than the default `lz4_below`), and as
+    // streamed (every merge is, with `lz4_below` at 0).
+    for lz4_below in [DEFAULT_LZ4_BELOW, 0] {
+        compact_unsorted(lz4_below).await;
+    }
+}
+
+async fn compact_unsorted(lz4_below: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let config = LakeConfig {
+        lz4_below,
+        ..LakeConfig::new(dir.path())
+    };
+    let lake = LakeSink::new(config).unwrap();
     let mut layout = table().layout();
     layout.sort_by.clear();
     let t = TableDef::new(TableName::new("u").unwrap(), layout, FlushPolicy::default()).unwrap();
@@ -307,7 +319,10 @@ async fn compacting_an_unsorted_table_keeps_every_row_once_across_coalesced_batc
     assert!(counts.values().all(|&n| n == 1), "a row was written twice");
     // Each input's rows stay together and in their order.
     let runs = order.windows(2).filter(|w| w[1] != w[0] + 1).count() + 1;
-    assert_eq!(runs as u64, parts, "inputs were interleaved");
+    assert_eq!(
+        runs as u64, parts,
+        "inputs were interleaved (lz4_below {lz4_below})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,19 +493,26 @@ async fn notes(dir: &std::path::Path) -> HashMap<i64, Option<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout() {
-    for sorted in [false, true] {
+    // Sorted, unsorted, and unsorted with every merge streamed (`lz4_below` at 0), which
+    // meets the second layout partway and starts again in one.
+    let default = DEFAULT_LZ4_BELOW;
+    for (sorted, lz4_below) in [(false, default), (true, default), (false, 0)] {
         let dir = tempfile::tempdir().unwrap();
+        let config = || LakeConfig {
+            lz4_below,
+            ..LakeConfig::new(dir.path())
+        };
         // Parts written while the config had `note` (flushes 1 to 35) and after it was dropped
         // (36 to 70).
         let (before, after) = (layout(true, sorted), layout(false, sorted));
         let ids = |seq: u64| -> Vec<i64> { (seq as i64 * 10..seq as i64 * 10 + 3).collect() };
-        let old = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+        let old = LakeSink::new(config()).unwrap();
         old.create_table(&before).await.unwrap();
         for seq in 1..=35 {
             old.write(flush_of(&before, seq, &ids(seq))).await.unwrap();
         }
         // The same lake opened again, as after a restart with the new config.
-        let new = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+        let new = LakeSink::new(config()).unwrap();
         new.create_table(&after).await.unwrap();
         for seq in 36..=70 {
             new.write(flush_of(&after, seq, &ids(seq))).await.unwrap();
@@ -508,10 +530,13 @@ async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout()
         let table_dir = dir.path().join("w");
         assert_eq!(live_files(&table_dir).await.unwrap().len(), 1);
         let notes = notes(&table_dir).await;
-        assert_eq!(notes.len(), 210, "sorted: {sorted}");
+        assert_eq!(notes.len(), 210, "sorted: {sorted}, lz4_below {lz4_below}");
         for (id, note) in notes {
             let expected = (id / 10 <= 35).then(|| format!("n{id}"));
-            assert_eq!(note, expected, "id {id}, sorted: {sorted}");
+            assert_eq!(
+                note, expected,
+                "id {id}, sorted: {sorted}, lz4_below {lz4_below}"
+            );
         }
     }
 }
