@@ -5,6 +5,9 @@
 //! reads its inputs (in parallel, one thread per core), sorts the rows by the table's sort key,
 //! writes one file (fsync, rename, fsync) and swaps it in with
 //! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. A merge
+//! of a table without a sort key, whose inputs are large enough for zstd, streams instead: it
+//! encodes each run of inputs as soon as it is read ([`super::stream`]), taking both turns at
+//! once, and holds about its output rather than its rows. A merge
 //! that loses a race (another compactor got the inputs first) or fails deletes its output; the
 //! inputs stay. Inputs are deleted later by [`vacuum`], after the retention: a reader that
 //! planned its scan on the old version a moment before the swap can still read them.
@@ -215,7 +218,8 @@ pub(crate) async fn compact(
     Ok(report)
 }
 
-/// Merges at most this many at once: each holds its inputs' rows in memory.
+/// Merges at most this many at once: each holds its inputs' rows in memory, or (streamed)
+/// its output's encoded pages and a few runs of rows.
 const MAX_MERGES_AT_ONCE: usize = 2;
 
 /// Whose turn it is, for a step merges take one after another in the order they were planned.
