@@ -492,16 +492,16 @@ pub(crate) fn parquet_error(what: &str, e: ParquetError) -> SinkError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
+
     use super::*;
 
-    #[test]
-    fn large_parts_encoded_in_parallel_read_back_whole_in_row_groups() {
-        use arrow::array::{Array, Float64Array, Int64Array, StringArray};
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-        use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
-
-        let rows = 150_000;
+    /// Table `t`: a required `id`, a `service` and a `latency`, sorted by `sort_by`.
+    pub(crate) fn three_columns(sort_by: &[&str]) -> TableDef {
         let layout = TableLayout {
             columns: vec![
                 Column::new("id", ColumnType::Int64).required(),
@@ -509,26 +509,39 @@ mod tests {
                 Column::new("latency", ColumnType::Float64),
             ],
             partition_by: String::new(),
-            sort_by: vec!["id".into()],
+            sort_by: sort_by.iter().map(|&c| c.to_owned()).collect(),
         };
-        let table =
-            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap();
-        let ids = Int64Array::from_iter_values(0..rows);
-        let services: StringArray = (0..rows)
+        TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap()
+    }
+
+    /// Rows `from..to` of [`three_columns`]: a null service every 7th row, a null latency
+    /// every 5th, and a NaN latency at row `nan` if it is among them.
+    pub(crate) fn rows(table: &TableDef, from: i64, to: i64, nan: Option<i64>) -> RecordBatch {
+        let ids = Int64Array::from_iter_values(from..to);
+        let services: StringArray = (from..to)
             .map(|i| (i % 7 != 0).then(|| format!("service-{}", i % 13)))
             .collect();
-        let latencies: Float64Array = (0..rows)
-            .map(|i| (i % 5 != 0).then_some(i as f64 / 3.0))
+        let latencies: Float64Array = (from..to)
+            .map(|i| match i {
+                i if Some(i) == nan => Some(f64::NAN),
+                i => (i % 5 != 0).then_some(i as f64 / 4.0),
+            })
             .collect();
-        let batch = RecordBatch::try_new(
+        RecordBatch::try_new(
             table.schema().arrow().clone(),
-            vec![
-                std::sync::Arc::new(ids),
-                std::sync::Arc::new(services),
-                std::sync::Arc::new(latencies),
-            ],
+            vec![Arc::new(ids), Arc::new(services), Arc::new(latencies)],
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn large_parts_encoded_in_parallel_read_back_whole_in_row_groups() {
+        use arrow::array::Array;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let rows = 150_000;
+        let table = three_columns(&["id"]);
+        let batch = self::rows(&table, 0, rows, None);
         // Uneven input batches, cut across row-group boundaries.
         let batches = [
             batch.slice(0, 70_001),
@@ -578,7 +591,6 @@ mod tests {
     fn small_parts_are_lz4_and_plain_and_large_ones_zstd_with_dictionaries() {
         use parquet::basic::Encoding as PageEncoding;
         use parquet::file::reader::{FileReader, SerializedFileReader};
-        use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
 
         let layout = TableLayout {
             columns: vec![

@@ -583,46 +583,17 @@ impl State {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use arrow::array::{Array, Float64Array, Int64Array, StringArray};
+    use arrow::array::{Array, Int64Array};
     use arrow::datatypes::{DataType, Field, Schema};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::file::metadata::KeyValue;
-    use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
 
     use super::*;
+    use crate::lake::part::tests::{rows, three_columns};
     use crate::lake::part::{FileSync, encoding_of};
 
     fn table() -> TableDef {
-        let layout = TableLayout {
-            columns: vec![
-                Column::new("id", ColumnType::Int64).required(),
-                Column::new("service", ColumnType::String),
-                Column::new("latency", ColumnType::Float64),
-            ],
-            partition_by: String::new(),
-            sort_by: Vec::new(),
-        };
-        TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap()
-    }
-
-    /// Rows `from..to` of the table: a null service every 7th row, a null latency every 5th,
-    /// and a NaN latency at row `nan` if it is among them.
-    fn rows(table: &TableDef, from: i64, to: i64, nan: Option<i64>) -> RecordBatch {
-        let ids = Int64Array::from_iter_values(from..to);
-        let services: StringArray = (from..to)
-            .map(|i| (i % 7 != 0).then(|| format!("service-{}", i % 13)))
-            .collect();
-        let latencies: Float64Array = (from..to)
-            .map(|i| match i {
-                i if Some(i) == nan => Some(f64::NAN),
-                i => (i % 5 != 0).then_some(i as f64 / 4.0),
-            })
-            .collect();
-        RecordBatch::try_new(
-            table.schema().arrow().clone(),
-            vec![Arc::new(ids), Arc::new(services), Arc::new(latencies)],
-        )
-        .unwrap()
+        three_columns(&[])
     }
 
     /// Piece sizes that cut across the row groups of [`setup`] unevenly, one of them empty.
