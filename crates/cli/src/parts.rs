@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use sluice_sinks::lake::{LakeTable, LiveFile, part_sizes};
+use sluice_sinks::lake::{LakeTable, LiveFile};
 
 use crate::compact::{human_bytes, lake_tables};
 use crate::config::load_settings;
@@ -62,7 +62,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
                 .push(file);
         }
         for (partition, files) in by_partition {
-            let merges = policy.plan(&part_sizes(&files));
+            let merges = tokio::task::block_in_place(|| lake_table.plan(&table, &policy, &files));
             let footers: u64 = tokio::task::block_in_place(|| lake_table.footer_bytes(&files))
                 .with_context(|| format!("cannot read the footers of table {}", table.name()))?
                 .iter()

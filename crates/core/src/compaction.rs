@@ -2,7 +2,10 @@
 //!
 //! Size-tiered, as in LSM stores: parts are grouped by size tier (a tier spans a factor of
 //! `fanin`), and a tier holding at least `fanin` parts is packed, smallest first, into merges
-//! whose output stays within `target_bytes`. Parts already near the target are never merged.
+//! whose output stays within `target_bytes`: by default a merge's output is taken to be as large
+//! as its inputs, and [`CompactionPolicy::plan_by`] takes an estimate instead (small parts in a
+//! light codec shrink when merged into a heavier one). Parts already near the target are never
+//! merged.
 //! A row is rewritten about once per tier it climbs (log_fanin(target / first part size)
 //! times), not once per merge, and a partition never holds more than about `fanin - 1` small
 //! parts per tier once compacted. Merges are ordered by savings: most parts removed first.
@@ -48,12 +51,15 @@ impl Default for CompactionPolicy {
 
 /// One merge: which parts (indexes into the list given to [`CompactionPolicy::plan`]) become
 /// one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Merge {
     /// The inputs, at least two, smallest first.
     pub inputs: Vec<usize>,
     /// Their total size.
     pub bytes: u64,
+    /// The size of the merged file, as estimated when packing ([`CompactionPolicy::plan_by`];
+    /// `bytes` with [`CompactionPolicy::plan`]).
+    pub out_bytes: u64,
     /// Their total rows.
     pub rows: u64,
 }
@@ -89,8 +95,16 @@ impl CompactionPolicy {
         tier
     }
 
-    /// The merges worth doing among the parts of one partition, most savings first.
+    /// The merges worth doing among the parts of one partition, most savings first, each
+    /// taken to make a file as large as its inputs.
     pub fn plan(&self, parts: &[PartSize]) -> Vec<Merge> {
+        self.plan_by(parts, |i| parts[i].bytes)
+    }
+
+    /// [`Self::plan`], with `out(i)` the bytes part `i` is expected to take up in a merged file:
+    /// merges are packed so that the sum of their `out` stays within the target. Tiers, and
+    /// which parts are near the target, still go by the parts' own sizes.
+    pub fn plan_by(&self, parts: &[PartSize], out: impl Fn(usize) -> u64) -> Vec<Merge> {
         let fanin = self.fanin.max(2);
         let mut tiers: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, part) in parts.iter().enumerate() {
@@ -103,28 +117,18 @@ impl CompactionPolicy {
             if members.len() < fanin {
                 continue;
             }
-            members.sort_by_key(|&i| (parts[i].bytes, i));
-            let mut current = Merge {
-                inputs: Vec::new(),
-                bytes: 0,
-                rows: 0,
-            };
+            members.sort_by_key(|&i| (out(i), parts[i].bytes, i));
+            let mut current = Merge::default();
             for i in members {
-                let part = parts[i];
+                let (part, out) = (parts[i], out(i));
                 if !current.inputs.is_empty()
-                    && current.bytes.saturating_add(part.bytes) > self.target_bytes
+                    && current.out_bytes.saturating_add(out) > self.target_bytes
                 {
-                    merges.push(std::mem::replace(
-                        &mut current,
-                        Merge {
-                            inputs: Vec::new(),
-                            bytes: 0,
-                            rows: 0,
-                        },
-                    ));
+                    merges.push(std::mem::take(&mut current));
                 }
                 current.inputs.push(i);
                 current.bytes = current.bytes.saturating_add(part.bytes);
+                current.out_bytes = current.out_bytes.saturating_add(out);
                 current.rows = current.rows.saturating_add(part.rows);
             }
             merges.push(current);
@@ -163,6 +167,27 @@ mod tests {
     }
 
     #[test]
+    fn parts_expected_to_shrink_pack_into_fewer_merges() {
+        let policy = CompactionPolicy {
+            target_bytes: 1000,
+            fanin: 4,
+        };
+        // 100 parts of 30 bytes, each expected to take 10 in a merged file: one merge of all.
+        let parts = vec![part(30); 100];
+        let merges = policy.plan_by(&parts, |_| 10);
+        assert_eq!(merges.len(), 1);
+        assert_eq!(
+            (merges[0].inputs.len(), merges[0].bytes, merges[0].out_bytes),
+            (100, 3000, 1000)
+        );
+        // Packed by the expected size, smallest first: the parts that shrink least wait.
+        let merges = policy.plan_by(&parts, |i| if i < 90 { 10 } else { 600 });
+        assert_eq!(merges.len(), 1);
+        assert_eq!(merges[0].inputs.len(), 90);
+        assert!(merges[0].inputs.iter().all(|&i| i < 90));
+    }
+
+    #[test]
     fn parts_near_the_target_and_thin_tiers_are_left_alone() {
         let policy = CompactionPolicy {
             target_bytes: 1000,
@@ -195,18 +220,29 @@ mod tests {
     proptest! {
         #[test]
         fn every_plan_is_valid(
-            sizes in prop::collection::vec(0u64..2_000_000, 0..300),
+            sized in prop::collection::vec((0u64..2_000_000, 1u64..=100), 0..300),
             target in 1_000u64..4_000_000,
             fanin in 2usize..8,
+            shrinks in any::<bool>(),
         ) {
             let policy = CompactionPolicy { target_bytes: target, fanin };
-            let parts: Vec<PartSize> = sizes.iter().map(|&b| part(b)).collect();
-            let merges = policy.plan(&parts);
+            let parts: Vec<PartSize> = sized.iter().map(|&(b, _)| part(b)).collect();
+            // Each part's expected share of a merged file: its size, or (`shrinks`) 1-100% of
+            // it.
+            let out = |i: usize| {
+                let (bytes, percent) = sized[i];
+                if shrinks { bytes * percent / 100 } else { bytes }
+            };
+            let merges = if shrinks {
+                policy.plan_by(&parts, out)
+            } else {
+                policy.plan(&parts)
+            };
             let mut seen = vec![false; parts.len()];
             for (n, merge) in merges.iter().enumerate() {
                 prop_assert!(merge.inputs.len() >= 2);
                 let tier = policy.tier(parts[merge.inputs[0]].bytes);
-                let mut bytes = 0;
+                let (mut bytes, mut out_bytes) = (0, 0);
                 for &i in &merge.inputs {
                     prop_assert!(i < parts.len());
                     prop_assert!(!seen[i], "part {} in two merges", i);
@@ -214,18 +250,20 @@ mod tests {
                     prop_assert!(!policy.is_near_target(parts[i].bytes));
                     prop_assert_eq!(policy.tier(parts[i].bytes), tier);
                     bytes += parts[i].bytes;
+                    out_bytes += out(i);
                 }
                 prop_assert_eq!(merge.bytes, bytes);
-                prop_assert!(bytes <= target, "merge of {} bytes over the target", bytes);
+                prop_assert_eq!(merge.out_bytes, out_bytes);
+                prop_assert!(out_bytes <= target, "merge of {} bytes out over the target", out_bytes);
                 if n > 0 {
                     prop_assert!(merges[n - 1].savings() >= merge.savings());
                 }
             }
             // Progress: a tier with at least fanin parts small enough to pair gets a merge.
             let mut tiers: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            for p in &parts {
+            for (i, p) in parts.iter().enumerate() {
                 if !policy.is_near_target(p.bytes) {
-                    tiers.entry(policy.tier(p.bytes)).or_default().push(p.bytes);
+                    tiers.entry(policy.tier(p.bytes)).or_default().push(out(i));
                 }
             }
             for (tier, mut members) in tiers {

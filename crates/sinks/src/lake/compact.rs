@@ -34,7 +34,8 @@ use super::part::{
     COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, encoding_of, is_part_name,
     write_file,
 };
-use super::read::{LiveFile, part_sizes};
+use super::read::LiveFile;
+use super::shrink;
 use super::storage::TableFiles;
 use super::stream::{Pieces, Streamed, write_streamed};
 
@@ -95,8 +96,23 @@ pub(crate) async fn compact(
         }
     }
     let mut merges: Vec<(PartitionKey, Vec<LiveFile>)> = Vec::new();
-    for (key, files) in by_partition {
-        for merge in policy.plan(&part_sizes(&files)) {
+    // Planning may read a sample of a partition's parts (a backlog's: `super::shrink`).
+    let planned = {
+        let (config, def, store) = (config.clone(), table.clone(), store.clone());
+        tokio::task::spawn_blocking(move || {
+            by_partition
+                .into_iter()
+                .map(|(key, files)| {
+                    let plan = shrink::plan(&config, &def, &store, &policy, &files);
+                    (key, files, plan)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| SinkError::retriable(SINK, format!("compaction planning failed: {e}")))?
+    };
+    for (key, files, plan) in planned {
+        for merge in plan {
             let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
             merges.push((key.clone(), inputs));
         }
@@ -454,7 +470,7 @@ const RUNS_PER_CORE: usize = 32;
 
 /// Reads `run`'s files in order: their batches as they are, or with `coalesce` packed into
 /// batches of [`WRITE_BATCH_ROWS`] rows (the last may be smaller).
-fn read_run(
+pub(super) fn read_run(
     files: &TableFiles,
     run: &[LiveFile],
     coalesce: bool,

@@ -42,6 +42,8 @@
 //!   back what it holds, keep it short.
 //! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
 //!   deletion of replaced and orphaned files.
+//! - `shrink.rs`: how much small parts shrink when merged, estimated from a sample, so that a
+//!   backlog's merges are packed by their output's size.
 //! - `parallel.rs`: per-file work spread over one thread per core.
 //! - the writer's identity is `crate::writer`'s, shared with the database sinks' ledgers.
 //! - `read.rs`: the files a table's log holds now, for readers outside the sink.
@@ -55,6 +57,7 @@ mod part;
 mod path;
 mod read;
 mod schema;
+mod shrink;
 mod sink;
 mod stats;
 mod storage;

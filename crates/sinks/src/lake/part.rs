@@ -207,6 +207,27 @@ pub(crate) fn write_file(
 /// starting the threads costs more than they save.
 const PARALLEL_ENCODE_ROWS: usize = 64 * 1024;
 
+/// The size of the file `batches` (of one layout, in the table's file schema) make encoded as
+/// `encoding`, with `footer` in its footer: encoded in memory, written nowhere.
+pub(crate) fn encoded_size(
+    config: &LakeConfig,
+    table: &TableDef,
+    batches: &[RecordBatch],
+    encoding: Encoding,
+    footer: KeyValue,
+) -> Result<u64, SinkError> {
+    let failed = |e| parquet_error("an estimate's sample", e);
+    let Some(schema) = batches.first().map(RecordBatch::schema) else {
+        return Ok(0);
+    };
+    let props = properties(config, table, footer, &schema, encoding)?;
+    let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(failed)?;
+    for batch in batches {
+        writer.write(batch).map_err(failed)?;
+    }
+    Ok(writer.into_inner().map_err(failed)?.len() as u64)
+}
+
 /// Writes `batches` and closes the file: its footer.
 fn encode<W: Write + Send>(
     mut writer: ArrowWriter<W>,

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use deltalake_core::DeltaTableError;
 use deltalake_core::table::state::DeltaTableState;
-use sluice_core::SinkError;
-use sluice_core::compaction::PartSize;
+use sluice_core::compaction::{CompactionPolicy, Merge, PartSize};
+use sluice_core::{SinkError, TableDef};
 
 use super::config::{LakeConfig, LakeRoot};
 use super::delta::existing_table;
@@ -33,6 +33,7 @@ pub struct LiveFile {
 
 /// A lake table opened to read: the files its log holds at its newest version.
 pub struct LakeTable {
+    config: LakeConfig,
     files: TableFiles,
     live: Vec<LiveFile>,
 }
@@ -56,6 +57,7 @@ impl LakeTable {
         live.sort_by(|a, b| a.relative.cmp(&b.relative));
         let store = table.log_store().object_store(None);
         Ok(Some(Self {
+            config: config.clone(),
             files: TableFiles::new(&config.root, &location, store),
             live,
         }))
@@ -64,6 +66,18 @@ impl LakeTable {
     /// The files the table holds, by path.
     pub fn live_files(&self) -> &[LiveFile] {
         &self.live
+    }
+
+    /// The merges a compaction pass would make of `files` (one partition's) now, as the
+    /// compactor plans them for `table` (reading a sample of a backlog's small parts to
+    /// estimate their merged size). Blocks: call it off the runtime's worker threads.
+    pub fn plan(
+        &self,
+        table: &TableDef,
+        policy: &CompactionPolicy,
+        files: &[LiveFile],
+    ) -> Vec<Merge> {
+        super::shrink::plan(&self.config, table, &self.files, policy, files)
     }
 
     /// The footer size of each of `files` (metadata plus the 8-byte tail), read from their

@@ -14,7 +14,7 @@ use sluice_core::{
     Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey,
     PartitionParts, Sink, TableDef, TableLayout, TableName, decode_ndjson,
 };
-use sluice_sinks::lake::{DEFAULT_LZ4_BELOW, ORPHAN_GRACE, live_files};
+use sluice_sinks::lake::{DEFAULT_LZ4_BELOW, LakeTable, ORPHAN_GRACE, live_files, part_sizes};
 use sluice_sinks::{LakeConfig, LakeSink};
 
 fn table() -> TableDef {
@@ -323,6 +323,67 @@ async fn compact_unsorted(lz4_below: u64) {
         runs as u64, parts,
         "inputs were interleaved (lz4_below {lz4_below})"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_small_parts_is_packed_by_the_size_of_the_merged_file() {
+    // 100 LZ4 parts of 50 rows, each mostly footer, three times the target in all: packed by
+    // their own bytes they make several merges, each file a fraction of the target; merged,
+    // they shrink to a fraction of their bytes. An unsorted table's merges are packed by the
+    // merged size the sample estimates; a sorted table's (which hold their rows) stay packed
+    // by their inputs' bytes.
+    for sorted in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LakeConfig {
+            lz4_below: 16 << 10,
+            ..LakeConfig::new(dir.path())
+        };
+        let lake = LakeSink::new(config.clone()).unwrap();
+        let mut layout = table().layout();
+        if !sorted {
+            layout.sort_by.clear();
+        }
+        let t =
+            TableDef::new(TableName::new("b").unwrap(), layout, FlushPolicy::default()).unwrap();
+        lake.create_table(&t).await.unwrap();
+        let (parts, rows_per_part) = (100u64, 50i64);
+        for seq in 1..=parts {
+            let first = seq as i64 * 1_000;
+            let ids: Vec<i64> = (first..first + rows_per_part).collect();
+            lake.write(flush(&t, seq, &ids)).await.unwrap();
+        }
+        let table_dir = dir.path().join("b");
+        let before = live_files(&table_dir).await.unwrap();
+        let bytes_in: u64 = before.iter().map(|f| f.bytes).sum();
+        let policy = CompactionPolicy {
+            target_bytes: bytes_in / 3,
+            fanin: 4,
+        };
+        let by_bytes = policy.plan(&part_sizes(&before));
+        assert!(by_bytes.len() >= 3, "{by_bytes:?}");
+        // What `sluice parts` says a pass would do.
+        let opened = LakeTable::open(&config, "b").await.unwrap().unwrap();
+        let planned = opened.plan(&t, &policy, opened.live_files());
+
+        let report = lake.compact(&t, policy, &|_, _| {}).await.unwrap();
+        assert_eq!(report.merges, planned.len() as u64, "{planned:?}");
+        let after = live_files(&table_dir).await.unwrap();
+        if sorted {
+            assert_eq!(report.merges, by_bytes.len() as u64, "{report:?}");
+        } else {
+            assert_eq!((report.merges, report.files_in), (1, parts), "{report:?}");
+            assert_eq!(after.len(), 1);
+            assert!(
+                after[0].bytes <= policy.target_bytes,
+                "{} bytes merged, over the {}-byte target",
+                after[0].bytes,
+                policy.target_bytes
+            );
+        }
+        let (_, counts) = ids(&table_dir).await;
+        assert_eq!(counts.len() as u64, parts * rows_per_part as u64);
+        assert!(counts.values().all(|&n| n == 1), "a row was written twice");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
