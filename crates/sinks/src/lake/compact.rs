@@ -144,20 +144,26 @@ pub(crate) async fn compact(
             let files = inputs.clone();
             let (read, write) = (reads.turn(turn), writes.turn(turn));
             async move {
+                // The merged file, its rows, and how many of the inputs (the first) it holds.
                 let merged = tokio::task::spawn_blocking(move || {
+                    let all = files.len();
                     if streams(&config, &def, &files) {
                         // A streamed merge reads and encodes at once: it takes both turns.
                         read.wait();
                         write.wait();
                         let passed = move || drop((read, write));
-                        if let Some(merged) =
+                        if let Some((part, rows)) =
                             merge_streaming(&config, &def, &target, &files, passed)?
                         {
-                            return Ok(merged);
+                            return Ok((part, rows, all));
                         }
-                        // Inputs of several layouts, brought into one first.
-                        let batches = read_inputs(&target, &files, true)?;
-                        return merge(&config, &def, &target, &files, batches, || {});
+                        // Inputs of several layouts, brought into one first, which holds all
+                        // their rows: no more of them than the target's worth (a merge packed
+                        // by its merged size may have more; the rest wait for the next pass).
+                        let held = &files[..held_inputs(&files, policy.target_bytes)];
+                        let batches = read_inputs(&target, held, true)?;
+                        return merge(&config, &def, &target, held, batches, || {})
+                            .map(|(part, rows)| (part, rows, held.len()));
                     }
                     read.wait();
                     let batches = read_inputs(&target, &files, def.sort_by().is_empty());
@@ -167,6 +173,7 @@ pub(crate) async fn compact(
                     // The next merge encodes while this one finishes its last column chunks and
                     // its file is made durable.
                     merge(&config, &def, &target, &files, batches, || drop(write))
+                        .map(|(part, rows)| (part, rows, all))
                 })
                 .await
                 .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
@@ -176,11 +183,15 @@ pub(crate) async fn compact(
         }))
         .buffer_unordered(width);
     let mut failure = None;
-    while let Some((key, inputs, merged)) = running.next().await {
+    while let Some((key, mut inputs, merged)) = running.next().await {
         pending -= 1;
+        let planned = inputs.len() as u64;
         let (part, rows) = match merged {
-            Ok(merged) if failure.is_none() => merged,
-            Ok((part, _)) => {
+            Ok((part, rows, held)) if failure.is_none() => {
+                inputs.truncate(held);
+                (part, rows)
+            }
+            Ok((part, _, _)) => {
                 discard(&store, part.relative);
                 continue;
             }
@@ -224,7 +235,7 @@ pub(crate) async fn compact(
                 continue;
             }
         }
-        done += inputs.len() as u64;
+        done += planned;
         progress(done, total);
     }
     if let Some(e) = failure {
@@ -232,6 +243,20 @@ pub(crate) async fn compact(
     }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// How many of `inputs`, from the first, a merge that holds all its rows takes: those within
+/// `target_bytes` of files, and at least two.
+fn held_inputs(inputs: &[LiveFile], target_bytes: u64) -> usize {
+    let mut bytes = 0u64;
+    let within = inputs
+        .iter()
+        .take_while(|f| {
+            bytes = bytes.saturating_add(f.bytes);
+            bytes <= target_bytes
+        })
+        .count();
+    within.max(2).min(inputs.len())
 }
 
 /// Merges at most this many at once: each holds its inputs' rows in memory, or (streamed)

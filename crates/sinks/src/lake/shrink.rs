@@ -14,7 +14,9 @@
 //! fewer rows than a merge does. It is never taken below [`MIN_SHRINK`], so a merge reads at
 //! most four times the target in small parts, whatever the sample says. Only merges that
 //! stream ([`super::stream`]: tables without a sort key) are packed by it: they hold about
-//! their output, where a sorted merge holds its inputs' rows.
+//! their output, where a sorted merge holds its inputs' rows. (A streamed merge that meets
+//! inputs of several layouts, which the sample may have missed, holds their rows too, and then
+//! takes only the target's worth of them: `compact.rs`.)
 
 use arrow::array::RecordBatch;
 use parquet::file::metadata::KeyValue;

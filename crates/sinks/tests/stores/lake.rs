@@ -602,6 +602,63 @@ async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout()
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_merge_that_meets_another_layout_holds_no_more_than_the_target() {
+    // 200 small parts of an unsorted table, the second written while the config had `note`:
+    // the sample (every fourth part) misses it, so the backlog is packed by its merged size
+    // into one merge of more than the target's bytes. Streaming it meets the second layout and
+    // starts again holding all the rows, which takes only the target's worth of inputs.
+    let dir = tempfile::tempdir().unwrap();
+    let config = || LakeConfig {
+        lz4_below: 16 << 10,
+        ..LakeConfig::new(dir.path())
+    };
+    let (plain, with_note) = (layout(false, false), layout(true, false).declared());
+    let ids = |seq: u64| -> Vec<i64> { (seq as i64 * 10..seq as i64 * 10 + 3).collect() };
+    let first = LakeSink::new(config()).unwrap();
+    first.create_table(&plain).await.unwrap();
+    first.write(flush_of(&plain, 1, &ids(1))).await.unwrap();
+    let noted = LakeSink::new(config()).unwrap();
+    noted.create_table(&with_note).await.unwrap();
+    noted.write(flush_of(&with_note, 2, &ids(2))).await.unwrap();
+    let lake = LakeSink::new(config()).unwrap();
+    lake.create_table(&plain).await.unwrap();
+    for seq in 3..=200 {
+        lake.write(flush_of(&plain, seq, &ids(seq))).await.unwrap();
+    }
+    let table_dir = dir.path().join("w");
+    let bytes_in: u64 = live_files(&table_dir)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.bytes)
+        .sum();
+    let policy = CompactionPolicy {
+        target_bytes: bytes_in / 3,
+        fanin: 4,
+    };
+    let opened = LakeTable::open(&config(), "w").await.unwrap().unwrap();
+    let planned = opened.plan(&plain, &policy, opened.live_files());
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert!(planned[0].bytes > policy.target_bytes, "{planned:?}");
+
+    let report = lake.compact(&plain, policy, &|_, _| {}).await.unwrap();
+    assert_eq!((report.merges, report.files_out), (1, 1), "{report:?}");
+    assert!(
+        report.bytes_in <= policy.target_bytes && report.files_in < 200,
+        "held more than the target: {report:?}"
+    );
+    // Every row once, the note of flush 2 kept wherever it is now.
+    let after = live_files(&table_dir).await.unwrap();
+    assert_eq!(after.len() as u64, 200 - report.files_in + 1);
+    let notes = notes(&table_dir).await;
+    assert_eq!(notes.len(), 600);
+    for (id, note) in notes {
+        let expected = (id / 10 == 2).then(|| format!("n{id}"));
+        assert_eq!(note, expected, "id {id}");
+    }
+}
+
 /// The columns of the Delta table in `dir` as its log describes them: name and nullable.
 async fn delta_columns(dir: &std::path::Path) -> Vec<(String, bool)> {
     let url = url::Url::from_directory_path(dir).unwrap();
