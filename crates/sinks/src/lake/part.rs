@@ -221,11 +221,10 @@ pub(crate) fn encoded_size(
         return Ok(0);
     };
     let props = properties(config, table, footer, &schema, encoding)?;
-    let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(failed)?;
-    for batch in batches {
-        writer.write(batch).map_err(failed)?;
-    }
-    Ok(writer.into_inner().map_err(failed)?.len() as u64)
+    let mut file = Vec::new();
+    let writer = ArrowWriter::try_new(&mut file, schema, Some(props)).map_err(failed)?;
+    encode(writer, batches).map_err(failed)?;
+    Ok(file.len() as u64)
 }
 
 /// Writes `batches` and closes the file: its footer.
