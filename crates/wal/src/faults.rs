@@ -1,6 +1,6 @@
 //! Fault injection: real files with switches that make the next operations fail the way disks
 //! do (an fsync error, a full disk, a short write). For tests of the log and of everything above
-//! it; sluice itself always runs on [`FsStorage`](crate::FsStorage).
+//! it; sluice itself always runs on [`FsStorage`].
 
 use std::io;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! ClickHouse delays an insert once a partition holds `parts_to_delay_insert` active parts and
 //! refuses it (`Code: 252`, too many parts) at `parts_to_throw_insert`. sluice reads the count
 //! from `system.parts` after its flushes and slows down first: no pause below
-//! [`PACING_START`](super::config::PACING_START) of the delay threshold, then a pause growing
+//! [`PACING_START`] of the delay threshold, then a pause growing
 //! linearly to `max_pause` at the threshold. Rows keep arriving during a pause, so the next part
 //! is larger; merges get time to bring the count down.
 
