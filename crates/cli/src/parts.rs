@@ -47,13 +47,19 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     let settings = load_settings(args.config.as_deref(), args.data_dir)?;
     let policy = settings.compaction.policy;
     let mut rows = Vec::new();
-    for table in lake_tables(&settings)? {
+    // Tables declared (or in the catalog) without a part: no flush has landed in them yet.
+    let mut without_parts = Vec::new();
+    for table in &lake_tables(&settings)? {
         let Some(lake_table) = LakeTable::open(&settings.lake, table.name().as_str())
             .await
             .with_context(|| format!("cannot read table {}", table.name()))?
         else {
+            without_parts.push(table.name().to_string());
             continue;
         };
+        if lake_table.live_files().is_empty() {
+            without_parts.push(table.name().to_string());
+        }
         let mut by_partition: BTreeMap<String, Vec<LiveFile>> = BTreeMap::new();
         for file in lake_table.live_files().iter().cloned() {
             by_partition
@@ -62,7 +68,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
                 .push(file);
         }
         for (partition, files) in by_partition {
-            let merges = tokio::task::block_in_place(|| lake_table.plan(&table, &policy, &files));
+            let merges = tokio::task::block_in_place(|| lake_table.plan(table, &policy, &files));
             let footers: u64 = tokio::task::block_in_place(|| lake_table.footer_bytes(&files))
                 .with_context(|| format!("cannot read the footers of table {}", table.name()))?
                 .iter()
@@ -85,7 +91,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print_table(&rows);
+        print_table(&rows, &without_parts);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -107,7 +113,7 @@ fn partition_label(file: &LiveFile) -> String {
     values.join(",")
 }
 
-fn print_table(rows: &[PartitionRow]) {
+fn print_table(rows: &[PartitionRow], without_parts: &[String]) {
     println!(
         "{:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>7}  hint",
         "table", "partition", "parts", "rows", "bytes", "avg part", "footer"
@@ -132,7 +138,18 @@ fn print_table(rows: &[PartitionRow]) {
             r.footer_share * 100.0
         );
     }
-    if rows.is_empty() {
+    for table in without_parts {
+        println!(
+            "{table:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>7}  no parts yet: nothing flushed to it",
+            "-",
+            0,
+            0,
+            human_bytes(0),
+            "-",
+            "-"
+        );
+    }
+    if rows.is_empty() && without_parts.is_empty() {
         println!("(no lake tables)");
     }
 }

@@ -240,4 +240,19 @@ fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing(
     assert_eq!(report["declared"]["merges"], 0, "{out}");
     assert_eq!(report["declared"]["files_in"], 0, "{out}");
     assert!(!data.join("declared").exists(), "compact created the table");
+    // `sluice parts` names it, with no parts, rather than saying the lake has no tables.
+    let out = sluice(&[
+        "parts".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    let line = out.lines().find(|l| l.starts_with("declared "));
+    assert!(
+        line.is_some_and(|l| l.contains(" 0 ") && l.contains("no parts yet")),
+        "{out}"
+    );
+    assert!(!out.contains("no lake tables"), "{out}");
+    assert!(!data.join("declared").exists(), "parts created the table");
 }
