@@ -151,7 +151,7 @@ pub fn footer_bytes(path: &Path) -> std::io::Result<u64> {
 /// The last 8 bytes of a local file.
 pub(crate) fn tail(path: &Path) -> std::io::Result<[u8; 8]> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::fsio::open_to_read(path)?;
     file.seek(SeekFrom::End(-8))?;
     let mut tail = [0u8; 8];
     file.read_exact(&mut tail)?;

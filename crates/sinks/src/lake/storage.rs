@@ -307,9 +307,15 @@ impl TableFiles {
                             ),
                         )
                     })?;
-                bytes.resize(len, 0);
-                File::open(dir.join(relative))
-                    .and_then(|mut file| file.read_exact(&mut bytes))
+                // Read into the reserved capacity: no zeroing of memory the read overwrites.
+                fsio::open_to_read(&dir.join(relative))
+                    .and_then(|file| file.take(size).read_to_end(&mut bytes))
+                    .and_then(|read| {
+                        if read < len {
+                            return Err(std::io::ErrorKind::UnexpectedEof.into());
+                        }
+                        Ok(())
+                    })
                     .map_err(|e| match e.kind() {
                         std::io::ErrorKind::UnexpectedEof => SinkError::permanent(
                             SINK,
