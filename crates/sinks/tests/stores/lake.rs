@@ -283,6 +283,32 @@ async fn compacting_an_unsorted_table_keeps_every_row_once_across_coalesced_batc
     }
 }
 
+/// Table `name` of [`table`]'s layout, with its sort key or without, created in `lake`.
+async fn created(lake: &LakeSink, name: &str, sorted: bool) -> TableDef {
+    let mut layout = table().layout();
+    if !sorted {
+        layout.sort_by.clear();
+    }
+    let t = TableDef::new(
+        TableName::new(name).unwrap(),
+        layout,
+        FlushPolicy::default(),
+    )
+    .unwrap();
+    lake.create_table(&t).await.unwrap();
+    t
+}
+
+/// Flushes `parts` parts into `t`: part `seq` (from 1) holds `rows` consecutive ids from
+/// `seq * spacing`.
+async fn write_parts(lake: &LakeSink, t: &TableDef, parts: u64, rows: i64, spacing: i64) {
+    for seq in 1..=parts {
+        let first = seq as i64 * spacing;
+        let ids: Vec<i64> = (first..first + rows).collect();
+        lake.write(flush(t, seq, &ids)).await.unwrap();
+    }
+}
+
 async fn compact_unsorted(lz4_below: u64) {
     let dir = tempfile::tempdir().unwrap();
     let config = LakeConfig {
@@ -290,19 +316,12 @@ async fn compact_unsorted(lz4_below: u64) {
         ..LakeConfig::new(dir.path())
     };
     let lake = LakeSink::new(config).unwrap();
-    let mut layout = table().layout();
-    layout.sort_by.clear();
-    let t = TableDef::new(TableName::new("u").unwrap(), layout, FlushPolicy::default()).unwrap();
-    lake.create_table(&t).await.unwrap();
+    let t = created(&lake, "u", false).await;
 
     // 30 parts of 5,000 rows: each reading thread packs more than one 64k-row batch, and the
     // runs end in partial batches.
     let (parts, rows_per_part) = (30u64, 5_000i64);
-    for seq in 1..=parts {
-        let first = seq as i64 * 100_000;
-        let ids: Vec<i64> = (first..first + rows_per_part).collect();
-        lake.write(flush(&t, seq, &ids)).await.unwrap();
-    }
+    write_parts(&lake, &t, parts, rows_per_part, 100_000).await;
     let report = lake
         .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
         .await
@@ -339,19 +358,9 @@ async fn a_backlog_of_small_parts_is_packed_by_the_size_of_the_merged_file() {
             ..LakeConfig::new(dir.path())
         };
         let lake = LakeSink::new(config.clone()).unwrap();
-        let mut layout = table().layout();
-        if !sorted {
-            layout.sort_by.clear();
-        }
-        let t =
-            TableDef::new(TableName::new("b").unwrap(), layout, FlushPolicy::default()).unwrap();
-        lake.create_table(&t).await.unwrap();
+        let t = created(&lake, "b", sorted).await;
         let (parts, rows_per_part) = (100u64, 50i64);
-        for seq in 1..=parts {
-            let first = seq as i64 * 1_000;
-            let ids: Vec<i64> = (first..first + rows_per_part).collect();
-            lake.write(flush(&t, seq, &ids)).await.unwrap();
-        }
+        write_parts(&lake, &t, parts, rows_per_part, 1_000).await;
         let table_dir = dir.path().join("b");
         let before = live_files(&table_dir).await.unwrap();
         let bytes_in: u64 = before.iter().map(|f| f.bytes).sum();
