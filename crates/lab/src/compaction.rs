@@ -18,7 +18,7 @@ use std::time::Instant;
 use serde::Serialize;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::{Column, ColumnType, FlushPolicy, TableDef, TableLayout, TableName};
-use sluice_sinks::lake::live_files;
+use sluice_sinks::lake::{in_landing_order, live_files};
 use sluice_sinks::{LakeConfig, LakeSink};
 
 use crate::events::{EventGen, schema};
@@ -128,7 +128,8 @@ pub async fn run(
         .await
         .map_err(|e| e.to_string())?;
     let table_dir = lake_dir.join(table.name().as_str());
-    let inputs = live_files(&table_dir).await.map_err(|e| e.to_string())?;
+    // pyarrow reads them in the order they landed, as sluice's merge does.
+    let inputs = in_landing_order(live_files(&table_dir).await.map_err(|e| e.to_string())?);
     let files_in = inputs.len() as u64;
     let bytes_in: u64 = inputs.iter().map(|f| f.bytes).sum();
 
@@ -311,6 +312,8 @@ fn run_pyarrow(python: &Path, list: &Path, out: &Path) -> Result<Side, String> {
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::AsArray;
+
     use super::*;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,5 +335,27 @@ mod tests {
         assert_eq!(report.sluice.runs.len(), 2);
         assert!(report.sluice.bytes_out < report.bytes_in);
         assert_eq!(report.pyarrow_skipped.as_deref(), Some("no Python given"));
+
+        // The small files were written on every core, committed in one commit, and merged by
+        // size: the merged file still holds the events in the order they were made (their
+        // timestamps never go back).
+        let table_dir = config.dir.join("lake").join("events");
+        let merged = live_files(&table_dir).await.unwrap();
+        assert_eq!(merged.len(), 1);
+        let file = std::fs::File::open(table_dir.join(&merged[0].relative)).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut ts = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let column = batch.column_by_name("ts").unwrap();
+            let column = column.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+            ts.extend(column.values().iter().copied());
+        }
+        assert_eq!(ts.len(), config.rows);
+        let back = ts.windows(2).filter(|w| w[1] < w[0]).count();
+        assert_eq!(back, 0, "the merged events are out of order {back} times");
     }
 }

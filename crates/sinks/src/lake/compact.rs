@@ -34,7 +34,7 @@ use super::part::{
     COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, encoding_of, is_part_name,
     write_file,
 };
-use super::read::LiveFile;
+use super::read::{LiveFile, in_landing_order};
 use super::shrink;
 use super::storage::TableFiles;
 use super::stream::{Pieces, Streamed, write_streamed};
@@ -114,7 +114,7 @@ pub(crate) async fn compact(
     for (key, files, plan) in planned {
         for merge in plan {
             let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
-            merges.push((key.clone(), inputs));
+            merges.push((key.clone(), in_landing_order(inputs)));
         }
     }
     merges.sort_by_key(|(_, inputs)| std::cmp::Reverse(inputs.len()));

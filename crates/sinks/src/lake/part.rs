@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Mutex, PoisonError};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::Schema;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
@@ -18,7 +18,7 @@ use sluice_core::{FlushId, SinkError, TableDef};
 
 use super::config::LakeConfig;
 use super::path::partition_dir_name;
-use super::schema::to_file_batch;
+use super::schema::{file_schema, to_file_batch};
 use super::stats::file_stats;
 use super::storage::TableFiles;
 
@@ -105,29 +105,28 @@ pub(crate) struct WrittenPart {
     pub(crate) stats: String,
 }
 
-/// Writes `batches` (a flush's rows in order) as one part of `table` into `files` (durable
-/// unless `sync` says otherwise).
-/// `schema` is the table's file schema ([`super::schema::file_schema`]).
+/// Writes `batches` (a flush's rows in order) as one part of `table` named `name` (a
+/// [`part_name`] of `id`'s range) into `files` (durable unless `sync` says otherwise).
 pub(crate) fn write_part(
     config: &LakeConfig,
     table: &TableDef,
     files: &TableFiles,
-    schema: &SchemaRef,
     id: &FlushId,
+    name: &str,
     batches: &[RecordBatch],
     sync: FileSync,
 ) -> Result<WrittenPart, SinkError> {
     let key_name = table.partition().key_name();
     let folder = partition_dir_name(key_name.as_deref(), &id.partition);
+    let schema = file_schema(table);
     let batches = batches
         .iter()
-        .map(|batch| to_file_batch(table, schema, batch))
+        .map(|batch| to_file_batch(table, &schema, batch))
         .collect::<Result<Vec<_>, _>>()?;
-    let name = part_name(id.first_seq, id.last_seq);
     let footer = KeyValue::new(FLUSH_ID_KEY.to_owned(), id.to_string());
     let file = NewFile {
         folder: folder.as_deref(),
-        name: &name,
+        name,
         footer,
         sync,
     };

@@ -29,6 +29,23 @@ pub struct LiveFile {
     pub bytes: u64,
     /// Its row count, when its statistics say.
     pub rows: Option<u64>,
+    /// When it was added to the table: its log entry's `modificationTime`, in milliseconds
+    /// since the epoch.
+    pub added_ms: i64,
+}
+
+/// `files` in the order they were added to the table, oldest first: by the time their log
+/// entries give, then by name (a flush's file names its sequence range, then a UUID v7, and both
+/// grow with time). The log lists files in no order the protocol promises (deltalake-core gives
+/// the newest commit's first), and the compaction policy picks a merge's inputs by size; a
+/// merged file is written in the order of its inputs, so in this order a table without a sort
+/// key keeps its rows in the order they came, and each row group and page covers a span of
+/// arrival, which their statistics prune by. (The compaction lab's merged file: read in size
+/// order, each of its two row groups spanned the whole half hour of timestamps; in this order,
+/// one half each.)
+pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
+    files.sort_by(|a, b| (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative)));
+    files
 }
 
 /// A lake table opened to read: the files its log holds at its newest version.
@@ -122,6 +139,7 @@ pub(crate) fn files_of(state: &DeltaTableState) -> Vec<LiveFile> {
             },
             bytes: u64::try_from(file.size()).unwrap_or(0),
             rows: file.num_records().map(|n| n as u64),
+            added_ms: file.modification_time(),
         })
         .collect()
 }

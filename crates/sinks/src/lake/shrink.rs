@@ -3,7 +3,7 @@
 //!
 //! A small part is LZ4 with plain values and carries a footer of its own; merged, its rows are
 //! zstd with dictionaries under one footer. The compaction lab's 20,000 files of 100 rows take
-//! 174.9 MB and make 54.5 MB, so packing merges by their inputs' bytes made files of about a
+//! 174.9 MB and make 54.4 MB, so packing merges by their inputs' bytes made files of about a
 //! third of the target, which a later pass would merge again, rewriting their rows. Where a
 //! partition's small parts add up to more than the target (a backlog: only then does packing
 //! cut a tier into several merges), a sample of them is read and encoded in memory as a merge

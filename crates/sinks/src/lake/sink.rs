@@ -17,8 +17,7 @@ use super::compact::{self, CompactionReport, discard};
 use super::config::{LakeConfig, LakeRoot};
 use super::delta::{PartCounts, TableLog, add_action, check_names, partition_values, table_exists};
 use super::parallel::on_every_core;
-use super::part::{FileSync, WrittenPart, write_part};
-use super::schema::file_schema;
+use super::part::{FileSync, WrittenPart, part_name, write_part};
 use super::storage::TableFiles;
 use crate::writer::writer_id;
 
@@ -363,13 +362,13 @@ impl Sink for LakeSink {
             let id = flush.id.clone();
             let target = files.clone();
             let part = tokio::task::spawn_blocking(move || {
-                let schema = file_schema(&table);
+                let name = part_name(id.first_seq, id.last_seq);
                 write_part(
                     &config,
                     &table,
                     &target,
-                    &schema,
                     &id,
+                    &name,
                     &flush.batches,
                     FileSync::Durable,
                 )
@@ -417,7 +416,6 @@ fn bulk_write(
     batches: Vec<RecordBatch>,
     sync: FileSync,
 ) -> Result<Vec<(PartitionKey, WrittenPart)>, SinkError> {
-    let schema = file_schema(table);
     let mut pieces = Vec::new();
     for batch in batches {
         let split = table
@@ -426,8 +424,13 @@ fn bulk_write(
             .map_err(|e| SinkError::permanent(SINK, e.to_string()))?;
         pieces.extend(split);
     }
-    on_every_core(&pieces, |(key, batch)| {
-        // Bulk files carry no inserts: sequence range 0-0.
+    // Bulk files carry no inserts: sequence range 0-0. Named here, in the batches' order, not
+    // by the threads as they write: their names then sort as their rows came, as flushes' do.
+    let pieces: Vec<_> = pieces
+        .into_iter()
+        .map(|(key, batch)| (key, batch, part_name(0, 0)))
+        .collect();
+    on_every_core(&pieces, |(key, batch, name)| {
         let id = FlushId {
             table: table.name().clone(),
             partition: key.clone(),
@@ -438,8 +441,8 @@ fn bulk_write(
             config,
             table,
             files,
-            &schema,
             &id,
+            name,
             std::slice::from_ref(batch),
             sync,
         )?;

@@ -336,11 +336,18 @@ async fn compact_unsorted(lz4_below: u64) {
     let (order, counts) = ids(&dir.path().join("u")).await;
     assert_eq!(counts.len() as u64, total);
     assert!(counts.values().all(|&n| n == 1), "a row was written twice");
-    // Each input's rows stay together and in their order.
+    // Each input's rows stay together and in their order...
     let runs = order.windows(2).filter(|w| w[1] != w[0] + 1).count() + 1;
     assert_eq!(
         runs as u64, parts,
         "inputs were interleaved (lz4_below {lz4_below})"
+    );
+    // ...and the inputs come in the order they landed (part `seq` holds ids from `seq *
+    // 100,000`), not in the order the policy picked them by size or the log lists them.
+    let out_of_order = order.windows(2).filter(|w| w[1] < w[0]).count();
+    assert_eq!(
+        out_of_order, 0,
+        "the merged file's parts are not in landing order (lz4_below {lz4_below})"
     );
 }
 
