@@ -1,11 +1,11 @@
 //! Which parts to merge: the compaction policy, pure, apart from the code that merges them.
 //!
 //! Size-tiered, as in LSM stores: parts are grouped by size tier (a tier spans a factor of
-//! `fanin`), and a tier holding at least `fanin` parts is packed, smallest first, into merges
-//! whose output stays within `target_bytes`: by default a merge's output is taken to be as large
-//! as its inputs, and [`CompactionPolicy::plan_by`] takes an estimate instead (small parts in a
-//! light codec shrink when merged into a heavier one). Parts already near the target are never
-//! merged.
+//! `fanin`), and a tier holding at least `fanin` parts is packed, in the order the parts are
+//! given (the order they landed), into merges whose output stays within `target_bytes`: by
+//! default a merge's output is taken to be as large as its inputs, and
+//! [`CompactionPolicy::plan_by`] takes an estimate instead (small parts in a light codec shrink
+//! when merged into a heavier one). Parts already near the target are never merged.
 //! A row is rewritten about once per tier it climbs (log_fanin(target / first part size)
 //! times), not once per merge, and a partition never holds more than about `fanin - 1` small
 //! parts per tier once compacted. Merges are ordered by savings: most parts removed first.
@@ -53,7 +53,7 @@ impl Default for CompactionPolicy {
 /// one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Merge {
-    /// The inputs, at least two, smallest first.
+    /// The inputs, at least two, in the order they were given (ascending indexes).
     pub inputs: Vec<usize>,
     /// Their total size.
     pub bytes: u64,
@@ -104,6 +104,12 @@ impl CompactionPolicy {
     /// [`Self::plan`], with `out(i)` the bytes part `i` is expected to take up in a merged file:
     /// merges are packed so that the sum of their `out` stays within the target. Tiers, and
     /// which parts are near the target, still go by the parts' own sizes.
+    ///
+    /// A tier's parts are packed in the order given, so that each merge takes parts that follow
+    /// one another: given in the order they landed, merged files cover spans of arrival one
+    /// after another, not each a sample of the whole. A part that fits with neither neighbour
+    /// (between two whose expected sizes leave it no room) is packed again with the other such
+    /// parts, smallest first, so a tier whose parts could pair is never left unmerged.
     pub fn plan_by(&self, parts: &[PartSize], out: impl Fn(usize) -> u64) -> Vec<Merge> {
         let fanin = self.fanin.max(2);
         let mut tiers: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -113,28 +119,52 @@ impl CompactionPolicy {
             }
         }
         let mut merges = Vec::new();
-        for (_, mut members) in tiers {
+        for (_, members) in tiers {
             if members.len() < fanin {
                 continue;
             }
-            members.sort_by_key(|&i| (out(i), parts[i].bytes, i));
-            let mut current = Merge::default();
-            for i in members {
-                let (part, out) = (parts[i], out(i));
-                if !current.inputs.is_empty()
-                    && current.out_bytes.saturating_add(out) > self.target_bytes
-                {
-                    merges.push(std::mem::take(&mut current));
-                }
-                current.inputs.push(i);
-                current.bytes = current.bytes.saturating_add(part.bytes);
-                current.out_bytes = current.out_bytes.saturating_add(out);
-                current.rows = current.rows.saturating_add(part.rows);
+            let (packed, mut alone): (Vec<Merge>, Vec<Merge>) = self
+                .pack(parts, &out, members)
+                .into_iter()
+                .partition(|m| m.inputs.len() >= 2);
+            merges.extend(packed);
+            let mut alone: Vec<usize> = alone.iter_mut().flat_map(|m| m.inputs.drain(..)).collect();
+            alone.sort_by_key(|&i| (out(i), parts[i].bytes, i));
+            for mut merge in self.pack(parts, &out, alone) {
+                merge.inputs.sort_unstable();
+                merges.push(merge);
             }
-            merges.push(current);
         }
         merges.retain(|m| m.inputs.len() >= 2);
         merges.sort_by(|a, b| b.savings().cmp(&a.savings()).then(a.bytes.cmp(&b.bytes)));
+        merges
+    }
+
+    /// `members` (indexes into `parts`), in their order, cut into merges whose `out` stays
+    /// within the target; a part that does not fit in the current merge starts the next.
+    fn pack(
+        &self,
+        parts: &[PartSize],
+        out: &impl Fn(usize) -> u64,
+        members: Vec<usize>,
+    ) -> Vec<Merge> {
+        let mut merges = Vec::new();
+        let mut current = Merge::default();
+        for i in members {
+            let (part, out) = (parts[i], out(i));
+            if !current.inputs.is_empty()
+                && current.out_bytes.saturating_add(out) > self.target_bytes
+            {
+                merges.push(std::mem::take(&mut current));
+            }
+            current.inputs.push(i);
+            current.bytes = current.bytes.saturating_add(part.bytes);
+            current.out_bytes = current.out_bytes.saturating_add(out);
+            current.rows = current.rows.saturating_add(part.rows);
+        }
+        if !current.inputs.is_empty() {
+            merges.push(current);
+        }
         merges
     }
 }
@@ -180,7 +210,8 @@ mod tests {
             (merges[0].inputs.len(), merges[0].bytes, merges[0].out_bytes),
             (100, 3000, 1000)
         );
-        // Packed by the expected size, smallest first: the parts that shrink least wait.
+        // Packed by the expected size: the first 90 fill a merge, and the parts that shrink
+        // least (600 each, two over the target) wait.
         let merges = policy.plan_by(&parts, |i| if i < 90 { 10 } else { 600 });
         assert_eq!(merges.len(), 1);
         assert_eq!(merges[0].inputs.len(), 90);
@@ -217,6 +248,34 @@ mod tests {
         assert!(!merges[0].inputs.contains(&0), "{merges:?}");
     }
 
+    #[test]
+    fn merges_take_parts_that_follow_one_another() {
+        let policy = CompactionPolicy {
+            target_bytes: 100,
+            fanin: 4,
+        };
+        // One tier. Smallest first would make [0, 2, 4, 1] and [3, 5], each a sample of the
+        // whole; in order, the first three and the last three.
+        let parts = [part(20), part(40), part(20), part(40), part(20), part(40)];
+        let mut inputs: Vec<Vec<usize>> =
+            policy.plan(&parts).into_iter().map(|m| m.inputs).collect();
+        inputs.sort();
+        assert_eq!(inputs, vec![vec![0, 1, 2], vec![3, 4, 5]]);
+    }
+
+    #[test]
+    fn a_part_that_fits_with_neither_neighbour_is_paired_with_another() {
+        let policy = CompactionPolicy {
+            target_bytes: 1000,
+            fanin: 4,
+        };
+        // One tier, no two neighbours within the target; the two parts of 400 are.
+        let parts = [part(400), part(700), part(700), part(400)];
+        let merges = policy.plan(&parts);
+        assert_eq!(merges.len(), 1, "{merges:?}");
+        assert_eq!(merges[0].inputs, vec![0, 3]);
+    }
+
     proptest! {
         #[test]
         fn every_plan_is_valid(
@@ -241,6 +300,10 @@ mod tests {
             let mut seen = vec![false; parts.len()];
             for (n, merge) in merges.iter().enumerate() {
                 prop_assert!(merge.inputs.len() >= 2);
+                prop_assert!(
+                    merge.inputs.windows(2).all(|w| w[0] < w[1]),
+                    "inputs not in the order given: {:?}", merge.inputs
+                );
                 let tier = policy.tier(parts[merge.inputs[0]].bytes);
                 let (mut bytes, mut out_bytes) = (0, 0);
                 for &i in &merge.inputs {

@@ -34,7 +34,7 @@ use super::part::{
     COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, encoding_of, is_part_name,
     write_file,
 };
-use super::read::{LiveFile, in_landing_order};
+use super::read::{LiveFile, landing_order};
 use super::shrink;
 use super::storage::TableFiles;
 use super::stream::{Pieces, Streamed, write_streamed};
@@ -89,8 +89,12 @@ pub(crate) async fn compact(
             .collect();
         (files, keys, log.files().clone(), read_at)
     };
+    // Each partition's files in the order they landed: the policy packs them in the order
+    // given, and a merge writes its inputs in that order.
     let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
-    for (file, key) in files.into_iter().zip(partition_of) {
+    let mut keyed: Vec<(LiveFile, PartitionKey)> = files.into_iter().zip(partition_of).collect();
+    keyed.sort_by(|(a, _), (b, _)| landing_order(a, b));
+    for (file, key) in keyed {
         if is_ours(&file.relative) {
             by_partition.entry(key).or_default().push(file);
         }
@@ -114,7 +118,7 @@ pub(crate) async fn compact(
     for (key, files, plan) in planned {
         for merge in plan {
             let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
-            merges.push((key.clone(), in_landing_order(inputs)));
+            merges.push((key.clone(), inputs));
         }
     }
     merges.sort_by_key(|(_, inputs)| std::cmp::Reverse(inputs.len()));

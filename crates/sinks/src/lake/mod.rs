@@ -72,8 +72,8 @@ pub use delta::DELTA_LOG_DIR;
 pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
 pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
 pub use read::{
-    LakeTable, LiveFile, footer_bytes, in_landing_order, live_files, live_files_blocking,
-    part_sizes,
+    LakeTable, LiveFile, footer_bytes, in_landing_order, landing_order, live_files,
+    live_files_blocking, part_sizes,
 };
 pub use sink::LakeSink;
 pub use storage::{DEFAULT_MAX_RETRIES, DEFAULT_RETRY_TIMEOUT, retry_config};

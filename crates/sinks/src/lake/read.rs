@@ -34,18 +34,24 @@ pub struct LiveFile {
     pub added_ms: i64,
 }
 
-/// `files` in the order they were added to the table, oldest first: by the time their log
-/// entries give, then by name (a flush's file names its sequence range, then a UUID v7, and both
-/// grow with time). The log lists files in no order the protocol promises (deltalake-core gives
-/// the newest commit's first), and the compaction policy picks a merge's inputs by size; a
-/// merged file is written in the order of its inputs, so in this order a table without a sort
-/// key keeps its rows in the order they came, and each row group and page covers a span of
-/// arrival, which their statistics prune by. (The compaction lab's merged file: read in size
-/// order, each of its two row groups spanned the whole half hour of timestamps; in this order,
-/// one half each.)
+/// `files` in the order they were added to the table, oldest first ([`landing_order`]).
 pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
-    files.sort_by(|a, b| (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative)));
+    files.sort_by(landing_order);
     files
+}
+
+/// Which of two files was added to the table first: by the time their log entries give, then by
+/// name (a flush's file names its sequence range, then a UUID v7, and both grow with time). The
+/// log lists files in no order the protocol promises (deltalake-core gives the newest commit's
+/// first). The compaction policy packs a partition's parts in the order it is given them, and a
+/// merged file is written in the order of its inputs, so given this order a table without a
+/// sort key keeps its rows in the order they came: each merged file covers a span of arrival,
+/// after the one before it, and so does each of its row groups and pages, which their
+/// statistics prune by. (The compaction lab's merged file, read in size order as the policy
+/// used to pack: each of its two row groups spanned the whole half hour of timestamps; in this
+/// order, one half each.)
+pub fn landing_order(a: &LiveFile, b: &LiveFile) -> std::cmp::Ordering {
+    (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative))
 }
 
 /// A lake table opened to read: the files its log holds at its newest version.
@@ -87,14 +93,23 @@ impl LakeTable {
 
     /// The merges a compaction pass would make of `files` (one partition's) now, as the
     /// compactor plans them for `table` (reading a sample of a backlog's small parts to
-    /// estimate their merged size). Blocks: call it off the runtime's worker threads.
+    /// estimate their merged size), packed in the order the files landed as the compactor
+    /// packs them: each merge's inputs index `files`, in that order. Blocks: call it off the
+    /// runtime's worker threads.
     pub fn plan(
         &self,
         table: &TableDef,
         policy: &CompactionPolicy,
         files: &[LiveFile],
     ) -> Vec<Merge> {
-        super::shrink::plan(&self.config, table, &self.files, policy, files)
+        let mut order: Vec<usize> = (0..files.len()).collect();
+        order.sort_by(|&a, &b| landing_order(&files[a], &files[b]));
+        let landed: Vec<LiveFile> = order.iter().map(|&i| files[i].clone()).collect();
+        let mut merges = super::shrink::plan(&self.config, table, &self.files, policy, &landed);
+        for input in merges.iter_mut().flat_map(|m| m.inputs.iter_mut()) {
+            *input = order[*input];
+        }
+        merges
     }
 
     /// The footer size of each of `files` (metadata plus the 8-byte tail), read from their

@@ -85,24 +85,26 @@ async fn ids(dir: &std::path::Path) -> (Vec<i64>, HashMap<i64, usize>) {
     let mut order = Vec::new();
     let mut counts = HashMap::new();
     for file in live_files(dir).await.unwrap() {
-        let reader =
-            ParquetRecordBatchReaderBuilder::try_new(File::open(dir.join(&file.relative)).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
-        for batch in reader {
-            for id in batch
-                .unwrap()
-                .column(0)
-                .as_primitive::<Int64Type>()
-                .values()
-            {
-                order.push(*id);
-                *counts.entry(*id).or_default() += 1;
-            }
+        for id in ids_in(&dir.join(&file.relative)) {
+            order.push(id);
+            *counts.entry(id).or_default() += 1;
         }
     }
     (order, counts)
+}
+
+/// The ids in one data file, in its order.
+fn ids_in(path: &std::path::Path) -> Vec<i64> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        ids.extend(batch.column(0).as_primitive::<Int64Type>().values());
+    }
+    ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -399,6 +401,57 @@ async fn a_backlog_of_small_parts_is_packed_by_the_size_of_the_merged_file() {
         let (_, counts) = ids(&table_dir).await;
         assert_eq!(counts.len() as u64, parts * rows_per_part as u64);
         assert!(counts.values().all(|&n| n == 1), "a row was written twice");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_is_merged_into_files_of_parts_that_landed_one_after_another() {
+    // 60 parts of 30-70 rows (so their sizes differ, in no relation to when they landed) with
+    // ids ascending, several targets' worth: whether the merges hold the rows (sorted) or
+    // stream them, each merged file takes parts that landed one after another, so the files'
+    // id ranges do not overlap.
+    for sorted in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LakeConfig {
+            lz4_below: 16 << 10,
+            ..LakeConfig::new(dir.path())
+        };
+        let lake = LakeSink::new(config).unwrap();
+        let t = created(&lake, "l", sorted).await;
+        for seq in 1..=60u64 {
+            let rows = 30 + (seq as i64 * 37) % 41;
+            let first = seq as i64 * 1_000;
+            let ids: Vec<i64> = (first..first + rows).collect();
+            lake.write(flush(&t, seq, &ids)).await.unwrap();
+        }
+        let table_dir = dir.path().join("l");
+        let bytes_in: u64 = live_files(&table_dir)
+            .await
+            .unwrap()
+            .iter()
+            .map(|f| f.bytes)
+            .sum();
+        let policy = CompactionPolicy {
+            target_bytes: bytes_in / 12,
+            fanin: 4,
+        };
+        let report = lake.compact(&t, policy, &|_, _| {}).await.unwrap();
+        assert!(report.merges >= 2, "sorted {sorted}: {report:?}");
+        let mut ranges: Vec<(i64, i64)> = live_files(&table_dir)
+            .await
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let ids = ids_in(&table_dir.join(&f.relative));
+                (*ids.iter().min().unwrap(), *ids.iter().max().unwrap())
+            })
+            .collect();
+        ranges.sort_unstable();
+        let overlapping = ranges.windows(2).filter(|w| w[1].0 <= w[0].1).count();
+        assert_eq!(
+            overlapping, 0,
+            "sorted {sorted}: files' id ranges overlap: {ranges:?}"
+        );
     }
 }
 
