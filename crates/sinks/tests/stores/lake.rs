@@ -353,6 +353,22 @@ async fn compact_unsorted(lz4_below: u64) {
     );
 }
 
+/// A lake in `root` whose parts of up to 16 KiB count as small (LZ4, and sampled to estimate
+/// a backlog's merged size), holding table `name` ([`created`]).
+async fn small_parts_lake(
+    root: &std::path::Path,
+    name: &str,
+    sorted: bool,
+) -> (LakeConfig, LakeSink, TableDef) {
+    let config = LakeConfig {
+        lz4_below: 16 << 10,
+        ..LakeConfig::new(root)
+    };
+    let lake = LakeSink::new(config.clone()).unwrap();
+    let t = created(&lake, name, sorted).await;
+    (config, lake, t)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_of_small_parts_is_packed_by_the_size_of_the_merged_file() {
     // 100 LZ4 parts of 50 rows, each mostly footer, three times the target in all: packed by
@@ -362,12 +378,7 @@ async fn a_backlog_of_small_parts_is_packed_by_the_size_of_the_merged_file() {
     // by their inputs' bytes.
     for sorted in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let config = LakeConfig {
-            lz4_below: 16 << 10,
-            ..LakeConfig::new(dir.path())
-        };
-        let lake = LakeSink::new(config.clone()).unwrap();
-        let t = created(&lake, "b", sorted).await;
+        let (config, lake, t) = small_parts_lake(dir.path(), "b", sorted).await;
         let (parts, rows_per_part) = (100u64, 50i64);
         write_parts(&lake, &t, parts, rows_per_part, 1_000).await;
         let table_dir = dir.path().join("b");
@@ -412,12 +423,7 @@ async fn a_backlog_is_merged_into_files_of_parts_that_landed_one_after_another()
     // id ranges do not overlap.
     for sorted in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let config = LakeConfig {
-            lz4_below: 16 << 10,
-            ..LakeConfig::new(dir.path())
-        };
-        let lake = LakeSink::new(config).unwrap();
-        let t = created(&lake, "l", sorted).await;
+        let (_, lake, t) = small_parts_lake(dir.path(), "l", sorted).await;
         for seq in 1..=60u64 {
             let rows = 30 + (seq as i64 * 37) % 41;
             let first = seq as i64 * 1_000;
