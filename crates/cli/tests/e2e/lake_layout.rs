@@ -1,7 +1,7 @@
 //! The lake's parts: a Delta table an independent reader reads, hive-style partition folders,
 //! the partition column left out of the files, rows sorted by the sort key, LZ4 (small parts),
-//! column
-//! statistics, the flush identity in the footer, no temporary files left behind. Plus the
+//! column statistics, the flush identity in the footer, no temporary files left behind; a large
+//! part's encodings, fitted to its rows, read back exactly by another reader. Plus the
 //! operator's view: metrics, tables, health.
 
 use std::fs::File;
@@ -11,7 +11,7 @@ use crate::common::{self, Server, parts};
 use arrow::array::AsArray;
 use arrow::datatypes::TimestampMicrosecondType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::Compression;
+use parquet::basic::{Compression, Encoding};
 
 const CONFIG: &str = r#"
 [tables.events]
@@ -162,6 +162,102 @@ async fn parts_are_partitioned_sorted_compressed_and_described() {
         .await
         .unwrap();
     assert_eq!(health["status"], "ok");
+
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+/// Reads the Delta table at argv[1] with the Python `deltalake` package: its `ts` column as
+/// microseconds since the epoch, and its `status` column, in the file's order.
+const READ_CLOCK: &str = r#"
+import json, os, sys
+import pyarrow as pa
+from deltalake import DeltaTable
+rows = DeltaTable(sys.argv[1]).to_pyarrow_table()
+ts = rows.column("ts").cast(pa.int64()).to_pylist()
+print(json.dumps({"ts": ts, "status": rows.column("status").to_pylist()}), flush=True)
+# Skip interpreter teardown: deltalake's runtime can abort in it after the work is done.
+os._exit(0)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_part_stores_a_clock_as_deltas_and_other_readers_read_it_back() {
+    // One flush of 5,000 rows, above `lz4_below`: zstd, its encodings fitted to its rows.
+    let config = r#"
+[tables.clock]
+columns = [
+  { name = "ts", type = "timestamp", nullable = false },
+  { name = "status", type = "int32", nullable = false },
+]
+
+[tables.clock.flush]
+max_rows = 5000
+max_age = "10s"
+
+[lake]
+lz4_below = "1KiB"
+"#;
+    let mut server = Server::start(config);
+    // A clock about a millisecond apart, and a status of three values, in no pattern.
+    let rows = 5_000u64;
+    let mix = |i: u64| (i ^ (i >> 3)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    let offsets: Vec<u64> = (0..rows).map(|i| i * 1_007 + mix(i) % 500).collect();
+    let statuses: Vec<i64> = (0..rows)
+        .map(|i| [200, 404, 500][(mix(i + rows) % 3) as usize])
+        .collect();
+    let mut body = String::new();
+    for (offset, status) in offsets.iter().zip(&statuses) {
+        let (seconds, micros) = (offset / 1_000_000, offset % 1_000_000);
+        body.push_str(&format!(
+            "{{\"ts\":\"2026-11-29T12:00:{seconds:02}.{micros:06}Z\",\"status\":{status}}}\n"
+        ));
+    }
+    let response = reqwest::Client::new()
+        .post(server.url("/v1/tables/clock/rows"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+
+    let files = parts(&server.data_dir, "clock");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&files[0]).unwrap()).unwrap();
+    let columns = builder.metadata().row_group(0).columns().to_vec();
+    for column in &columns {
+        assert!(matches!(column.compression(), Compression::ZSTD(_)));
+    }
+    let encodings = |index: usize| columns[index].encodings().collect::<Vec<_>>();
+    // The clock rarely repeats a value: delta values, no dictionary. The status does.
+    assert!(
+        encodings(0).contains(&Encoding::DELTA_BINARY_PACKED)
+            && !encodings(0).contains(&Encoding::RLE_DICTIONARY),
+        "{:?}",
+        encodings(0)
+    );
+    assert!(
+        encodings(1).contains(&Encoding::RLE_DICTIONARY),
+        "{:?}",
+        encodings(1)
+    );
+
+    // Another reader (delta-rs through Python, pyarrow) reads every value back.
+    let output = std::process::Command::new(common::python())
+        .args(["-c", READ_CLOCK])
+        .arg(server.data_dir.join("clock"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    // 2026-11-29T12:00:00Z in microseconds since the epoch.
+    let start = 1_795_953_600_000_000u64;
+    let expected: Vec<u64> = offsets.iter().map(|offset| start + offset).collect();
+    assert_eq!(read["ts"], serde_json::json!(expected));
+    assert_eq!(read["status"], serde_json::json!(statuses));
 
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());

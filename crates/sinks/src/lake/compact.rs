@@ -29,10 +29,10 @@ use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
 use super::delta::{TableLog, Then, add_action};
+use super::encoding::encoding_of;
 use super::parallel::on_every_core_in_runs;
 use super::part::{
-    COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, encoding_of, is_part_name,
-    write_file,
+    COMPACTED_FROM_KEY, FileSync, NewFile, WrittenPart, compacted_name, is_part_name, write_file,
 };
 use super::read::{LiveFile, landing_order};
 use super::shrink;
@@ -359,6 +359,7 @@ fn merge_streaming(
     let pieces = Pieces {
         count: runs.len(),
         read: |run: usize| read_run(files, runs[run], true),
+        rows: inputs.iter().map(|f| f.rows).sum(),
     };
     let name = compacted_name();
     let file = merged_file(inputs, &name);

@@ -34,6 +34,8 @@
 //! - `path.rs`: partition folder names.
 //! - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
 //! - `stats.rs`: per-file statistics for the log.
+//! - `encoding.rs`: how a file's columns are encoded (codec, dictionaries, delta values),
+//!   fitted to a sample of its rows.
 //! - `part.rs`: encoding one Parquet file: name, settings, footer.
 //! - `stream.rs`: encoding one Parquet file as its rows are read, in pieces (a merge's).
 //! - `storage.rs`: where a table's files live (a folder, or an object store for an `s3://`,
@@ -52,6 +54,7 @@
 mod compact;
 mod config;
 mod delta;
+mod encoding;
 mod parallel;
 mod part;
 mod path;

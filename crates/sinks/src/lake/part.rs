@@ -1,6 +1,6 @@
-//! Writing one part: its name, its Parquet settings (zstd with dictionaries, or LZ4 and plain
-//! values for a small part; page statistics, sort key, the flush's identity in the footer), and
-//! its encoding, a large part's columns on several threads. Where the bytes go, and how they
+//! Writing one part: its name, its Parquet settings (the encoding `encoding.rs` picks, page
+//! statistics, sort key, the flush's identity in the footer), and its encoding, a large part's
+//! columns on several threads. Where the bytes go, and how they
 //! are made durable, is [`TableFiles::write`].
 
 use std::io::Write;
@@ -10,13 +10,13 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, compute_leaves};
-use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, ParquetMetaData, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use sluice_core::{FlushId, SinkError, TableDef};
 
 use super::config::LakeConfig;
+use super::encoding::{Encoding, encoding};
 use super::path::partition_dir_name;
 use super::schema::{file_schema, to_file_batch};
 use super::stats::file_stats;
@@ -424,54 +424,6 @@ fn row_groups(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
     groups
 }
 
-/// How a file's column chunks are encoded.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Encoding {
-    compression: Compression,
-    /// Dictionary pages, for columns that repeat values.
-    dictionary: bool,
-}
-
-/// How to encode a file of `batches`. A small part (below [`LakeConfig::lz4_below`]) is LZ4 and
-/// plain, without dictionary pages: it lives until compaction reads it back, and in a file of a
-/// few hundred rows a dictionary saves little that LZ4 does not, while its reader decodes a
-/// dictionary page per column and its writer hashes every value. The compaction lab's 20,000
-/// files of 100 rows took 174.9 MB plain against 177.6 MB with dictionaries, and `sluice
-/// compact` on them 1.36 s and 2.44 s of CPU against 1.45 s and 2.54 s (medians of eight
-/// alternated runs). A large part is zstd with dictionaries, which pay for themselves on a
-/// column that repeats values over a million rows.
-fn encoding(config: &LakeConfig, batches: &[RecordBatch]) -> Result<Encoding, SinkError> {
-    // The memory of the rows themselves: a slice of a larger batch counts only its share.
-    let bytes: u64 = batches
-        .iter()
-        .flat_map(RecordBatch::columns)
-        .map(|column| {
-            column
-                .to_data()
-                .get_slice_memory_size()
-                .map_or(u64::MAX, |n| n as u64)
-        })
-        .fold(0, u64::saturating_add);
-    encoding_of(config, bytes)
-}
-
-/// How to encode a file of rows of `bytes` in memory ([`encoding`]).
-pub(crate) fn encoding_of(config: &LakeConfig, bytes: u64) -> Result<Encoding, SinkError> {
-    if bytes < config.lz4_below {
-        return Ok(Encoding {
-            compression: Compression::LZ4_RAW,
-            dictionary: false,
-        });
-    }
-    let level = ZstdLevel::try_new(config.zstd_level).map_err(|e| {
-        SinkError::permanent(SINK, format!("zstd level {}: {e}", config.zstd_level))
-    })?;
-    Ok(Encoding {
-        compression: Compression::ZSTD(level),
-        dictionary: true,
-    })
-}
-
 pub(crate) fn properties(
     config: &LakeConfig,
     table: &TableDef,
@@ -489,9 +441,8 @@ pub(crate) fn properties(
             nulls_first: true,
         })
         .collect();
-    Ok(WriterProperties::builder()
-        .set_compression(encoding.compression)
-        .set_dictionary_enabled(encoding.dictionary)
+    Ok(encoding
+        .apply(WriterProperties::builder())
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
         .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
@@ -607,8 +558,8 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn small_parts_are_lz4_and_plain_and_large_ones_zstd_with_dictionaries() {
-        use parquet::basic::Encoding as PageEncoding;
+    fn small_parts_are_lz4_and_plain_and_large_ones_zstd_with_dictionaries_where_they_pay() {
+        use parquet::basic::{Compression, Encoding as PageEncoding};
         use parquet::file::reader::{FileReader, SerializedFileReader};
 
         let layout = TableLayout {
@@ -674,11 +625,18 @@ pub(crate) mod tests {
         for (compression, dictionary) in written(&config, batch.slice(0, 1000)) {
             assert_eq!((compression, dictionary), (Compression::LZ4_RAW, false));
         }
-        for (compression, dictionary) in written(&config, batch.clone()) {
+        // The sequence of ids takes delta values instead (`encoding.rs`); the service keeps
+        // its dictionary.
+        let large = written(&config, batch.clone());
+        for (compression, _) in &large {
             assert!(matches!(compression, Compression::ZSTD(_)), "{compression}");
-            assert!(dictionary, "a large part has no dictionary pages");
         }
+        assert_eq!(
+            large.iter().map(|&(_, d)| d).collect::<Vec<_>>(),
+            [false, true]
+        );
         config.lz4_below = 0;
+        // One row is too few to judge by: dictionaries stay.
         for (compression, dictionary) in written(&config, batch.slice(0, 1)) {
             assert!(matches!(compression, Compression::ZSTD(_)), "{compression}");
             assert!(dictionary, "a zstd part has no dictionary pages");

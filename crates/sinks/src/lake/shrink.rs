@@ -25,7 +25,8 @@ use sluice_core::compaction::{CompactionPolicy, Merge};
 
 use super::compact::read_run;
 use super::config::LakeConfig;
-use super::part::{COMPACTED_FROM_KEY, encoded_size, encoding_of};
+use super::encoding::encoding_of;
+use super::part::{COMPACTED_FROM_KEY, encoded_size};
 use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
 
@@ -123,7 +124,8 @@ fn estimate(
             return Ok(None);
         }
         // Encoded as a merge near the target is.
-        let encoding = encoding_of(config, policy.target_bytes)?;
+        let encoding =
+            encoding_of(config, policy.target_bytes)?.fitted_to(&batches, config.row_group_rows)?;
         let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), sample.len().to_string());
         let out = encoded_size(config, table, &batches, encoding, footer)?;
         Ok(Some(out as f64 / sample_bytes.max(1) as f64))

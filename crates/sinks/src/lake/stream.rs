@@ -30,7 +30,8 @@ use parquet::file::metadata::ParquetMetaData;
 use sluice_core::{SinkError, TableDef};
 
 use super::config::LakeConfig;
-use super::part::{Encoding, NewFile, WrittenPart, parquet_error, properties};
+use super::encoding::Encoding;
+use super::part::{NewFile, WrittenPart, parquet_error, properties};
 use super::stats::{ColumnRows, stats_json};
 use super::storage::TableFiles;
 
@@ -49,6 +50,9 @@ const PIECES_PER_TAKE: usize = 4;
 pub(crate) struct Pieces<R> {
     pub(crate) count: usize,
     pub(crate) read: R,
+    /// The rows of all the pieces, when known (the inputs' log entries say): the encoding is
+    /// fitted to the first piece for a file of that many rows.
+    pub(crate) rows: Option<u64>,
 }
 
 /// What [`write_streamed`] did.
@@ -102,6 +106,13 @@ where
     if nested || first.iter().any(|b| b.schema() != schema) {
         return Ok(Streamed::NotStreamable);
     }
+    // Fitted to the first piece, the rows at hand.
+    let group_rows = pieces.rows.map_or(config.row_group_rows, |rows| {
+        config
+            .row_group_rows
+            .min(usize::try_from(rows).unwrap_or(usize::MAX))
+    });
+    let encoding = encoding.fitted_to(&first, group_rows)?;
     let props = properties(config, table, footer, &schema, encoding)?;
     let stream = Stream {
         schema: schema.clone(),
@@ -589,8 +600,9 @@ mod tests {
     use parquet::file::metadata::KeyValue;
 
     use super::*;
+    use crate::lake::encoding::encoding_of;
+    use crate::lake::part::FileSync;
     use crate::lake::part::tests::{rows, three_columns};
-    use crate::lake::part::{FileSync, encoding_of};
 
     fn table() -> TableDef {
         three_columns(&[])
@@ -657,6 +669,7 @@ mod tests {
                 Ok(batches) => Ok(batches.clone()),
                 Err(error) => Err(SinkError::retriable(SINK, error.to_string())),
             },
+            rows: None,
         };
         let streamed = write_streamed(
             &setup.config,
