@@ -33,7 +33,6 @@ use parquet::schema::types::ColumnPath;
 use sluice_core::SinkError;
 
 use super::config::LakeConfig;
-use super::part::parquet_error;
 
 const SINK: &str = "lake";
 
@@ -72,7 +71,7 @@ pub(crate) fn encoding(
         })
         .fold(0, u64::saturating_add);
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    encoding_of(config, bytes)?.fitted_to(batches, rows.min(config.row_group_rows))
+    Ok(encoding_of(config, bytes)?.fitted_to(batches, rows.min(config.row_group_rows)))
 }
 
 /// How to encode a file of rows of `bytes` in memory ([`encoding`]), before it is fitted to the
@@ -111,23 +110,19 @@ impl Encoding {
     /// dictionary cannot win (the module's rule). `group_rows` is how many rows the file's
     /// first row group holds: the row group size when the file's rows are not known, which
     /// counts a dictionary page at its cheapest. Unchanged for an encoding without dictionaries
-    /// (a small part's) and for too few rows to judge.
-    pub(crate) fn fitted_to(
-        mut self,
-        batches: &[RecordBatch],
-        group_rows: usize,
-    ) -> Result<Self, SinkError> {
+    /// (a small part's) and for too few rows to judge. A column whose sample cannot be encoded
+    /// keeps its dictionary: the file is written as it would have been without the fitting.
+    pub(crate) fn fitted_to(mut self, batches: &[RecordBatch], group_rows: usize) -> Self {
         let Some(schema) = batches.first().map(RecordBatch::schema) else {
-            return Ok(self);
+            return self;
         };
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         let group_rows = group_rows.max(1);
         let span = rows.min(group_rows);
         if !self.dictionary || span < MIN_SAMPLE_ROWS {
-            return Ok(self);
+            return self;
         }
         let ranges = sample_ranges(batches, span);
-        let failed = |e| parquet_error("a sample of the rows", e);
         for (index, field) in schema.fields().iter().enumerate() {
             if !is_integer(field.data_type()) {
                 continue;
@@ -136,24 +131,17 @@ impl Encoding {
                 .iter()
                 .map(|&(batch, offset, len)| batches[batch].column(index).slice(offset, len))
                 .collect();
-            let pieces: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
-            let values = concat(&pieces)
-                .map_err(|e| SinkError::permanent(SINK, format!("cannot sample the rows: {e}")))?;
-            let trial = |how| encoded_bytes(field, &values, self.compression, how);
-            let dictionary = trial(Trial::Dictionary { group_rows }).map_err(failed)?;
-            let plain = trial(Trial::Values(PageEncoding::PLAIN)).map_err(failed)?;
-            let delta = trial(Trial::Values(PageEncoding::DELTA_BINARY_PACKED)).map_err(failed)?;
-            let (best, encoding) = if delta < plain {
-                (delta, PageEncoding::DELTA_BINARY_PACKED)
-            } else {
-                (plain, PageEncoding::PLAIN)
-            };
-            if best < dictionary {
-                self.without_dictionary
-                    .push((ColumnPath::from(field.name().as_str()), encoding));
+            match without_dictionary(field, &pieces, self.compression, group_rows) {
+                Ok(Some(encoding)) => self
+                    .without_dictionary
+                    .push((ColumnPath::from(field.name().as_str()), encoding)),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(column = %field.name(), error = %e, "kept the column's dictionary: its sample could not be encoded");
+                }
             }
         }
-        Ok(self)
+        self
     }
 
     /// `builder` set to write with this encoding.
@@ -168,6 +156,29 @@ impl Encoding {
         }
         builder
     }
+}
+
+/// How a column of `field`, sampled as `pieces`, is better written than with a dictionary in
+/// row groups of `group_rows`: plain or delta values, whichever the sample makes smaller, if
+/// that beats the least the dictionary could cost; `None` if it does not.
+fn without_dictionary(
+    field: &Field,
+    pieces: &[ArrayRef],
+    compression: Compression,
+    group_rows: usize,
+) -> Result<Option<PageEncoding>, ParquetError> {
+    let pieces: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
+    let values = concat(&pieces)?;
+    let trial = |how| encoded_bytes(field, &values, compression, how);
+    let dictionary = trial(Trial::Dictionary { group_rows })?;
+    let plain = trial(Trial::Values(PageEncoding::PLAIN))?;
+    let delta = trial(Trial::Values(PageEncoding::DELTA_BINARY_PACKED))?;
+    let (best, encoding) = if delta < plain {
+        (delta, PageEncoding::DELTA_BINARY_PACKED)
+    } else {
+        (plain, PageEncoding::PLAIN)
+    };
+    Ok((best < dictionary).then_some(encoding))
 }
 
 /// Column types stored as Parquet integers, which delta encoding takes.
@@ -362,9 +373,7 @@ mod tests {
     #[test]
     fn integers_that_rarely_repeat_leave_the_dictionary_and_the_others_keep_it() {
         let batch = events();
-        let fitted = zstd()
-            .fitted_to(std::slice::from_ref(&batch), 100_000)
-            .unwrap();
+        let fitted = zstd().fitted_to(std::slice::from_ref(&batch), 100_000);
         let chosen: Vec<(String, PageEncoding)> = fitted
             .without_dictionary
             .iter()
@@ -417,7 +426,7 @@ mod tests {
     #[test]
     fn a_sequence_is_delta_and_unique_random_numbers_keep_the_dictionary() {
         let sequence = column(1_000_000..1_050_000);
-        let fitted = zstd().fitted_to(&[sequence], 1_000_000).unwrap();
+        let fitted = zstd().fitted_to(&[sequence], 1_000_000);
         assert_eq!(
             fitted.without_dictionary,
             vec![(ColumnPath::from("v"), PageEncoding::DELTA_BINARY_PACKED)]
@@ -426,7 +435,7 @@ mod tests {
         // row group holds, so it cannot rule the dictionary out, and the writer keeps it until
         // its page is full, as it did before the encoding was fitted.
         let random = column(noise(13).take(50_000).map(|n| (n >> 24) as i64));
-        let fitted = zstd().fitted_to(&[random], 1_000_000).unwrap();
+        let fitted = zstd().fitted_to(&[random], 1_000_000);
         assert!(fitted.without_dictionary.is_empty(), "{fitted:?}");
     }
 
@@ -440,9 +449,7 @@ mod tests {
             !lz4.dictionary && lz4.without_dictionary.is_empty(),
             "{lz4:?}"
         );
-        let few = zstd()
-            .fitted_to(&[batch.slice(0, 1000)], 1_000_000)
-            .unwrap();
+        let few = zstd().fitted_to(&[batch.slice(0, 1000)], 1_000_000);
         assert!(few.without_dictionary.is_empty(), "{few:?}");
     }
 

@@ -125,7 +125,7 @@ fn estimate(
         }
         // Encoded as a merge near the target is.
         let encoding =
-            encoding_of(config, policy.target_bytes)?.fitted_to(&batches, config.row_group_rows)?;
+            encoding_of(config, policy.target_bytes)?.fitted_to(&batches, config.row_group_rows);
         let footer = KeyValue::new(COMPACTED_FROM_KEY.to_owned(), sample.len().to_string());
         let out = encoded_size(config, table, &batches, encoding, footer)?;
         Ok(Some(out as f64 / sample_bytes.max(1) as f64))

@@ -112,7 +112,7 @@ where
             .row_group_rows
             .min(usize::try_from(rows).unwrap_or(usize::MAX))
     });
-    let encoding = encoding.fitted_to(&first, group_rows)?;
+    let encoding = encoding.fitted_to(&first, group_rows);
     let props = properties(config, table, footer, &schema, encoding)?;
     let stream = Stream {
         schema: schema.clone(),
