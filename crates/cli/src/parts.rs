@@ -27,11 +27,12 @@ pub struct PartsArgs {
     json: bool,
 }
 
-/// One partition's parts.
+/// One partition's parts; for a table without parts, one row with no partition and zeros.
 #[derive(Debug, Clone, Serialize)]
 struct PartitionRow {
     table: String,
-    partition: String,
+    /// `None` (JSON `null`) for a table without parts.
+    partition: Option<String>,
     parts: u64,
     rows: u64,
     bytes: u64,
@@ -47,18 +48,17 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     let settings = load_settings(args.config.as_deref(), args.data_dir)?;
     let policy = settings.compaction.policy;
     let mut rows = Vec::new();
-    // Tables declared (or in the catalog) without a part: no flush has landed in them yet.
-    let mut without_parts = Vec::new();
     for table in &lake_tables(&settings)? {
+        // A table declared (or in the catalog) that no flush has landed in yet.
         let Some(lake_table) = LakeTable::open(&settings.lake, table.name().as_str())
             .await
             .with_context(|| format!("cannot read table {}", table.name()))?
         else {
-            without_parts.push(table.name().to_string());
+            rows.push(PartitionRow::without_parts(table.name().to_string()));
             continue;
         };
         if lake_table.live_files().is_empty() {
-            without_parts.push(table.name().to_string());
+            rows.push(PartitionRow::without_parts(table.name().to_string()));
         }
         let mut by_partition: BTreeMap<String, Vec<LiveFile>> = BTreeMap::new();
         for file in lake_table.live_files().iter().cloned() {
@@ -76,7 +76,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
             let bytes: u64 = files.iter().map(|f| f.bytes).sum();
             rows.push(PartitionRow {
                 table: table.name().to_string(),
-                partition,
+                partition: Some(partition),
                 parts: files.len() as u64,
                 rows: files.iter().map(|f| f.rows.unwrap_or(0)).sum(),
                 bytes,
@@ -91,9 +91,26 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print_table(&rows, &without_parts);
+        print_table(&rows);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+impl PartitionRow {
+    fn without_parts(table: String) -> Self {
+        Self {
+            table,
+            partition: None,
+            parts: 0,
+            rows: 0,
+            bytes: 0,
+            avg_part_bytes: 0,
+            footer_bytes: 0,
+            footer_share: 0.0,
+            mergeable: 0,
+            merged_into: 0,
+        }
+    }
 }
 
 /// `column=value` for each partition column, `(all)` for an unpartitioned table.
@@ -113,12 +130,25 @@ fn partition_label(file: &LiveFile) -> String {
     values.join(",")
 }
 
-fn print_table(rows: &[PartitionRow], without_parts: &[String]) {
+fn print_table(rows: &[PartitionRow]) {
     println!(
         "{:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>7}  hint",
         "table", "partition", "parts", "rows", "bytes", "avg part", "footer"
     );
     for r in rows {
+        let Some(partition) = &r.partition else {
+            println!(
+                "{:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>7}  no parts yet: nothing flushed to it",
+                r.table,
+                "-",
+                0,
+                0,
+                human_bytes(0),
+                "-",
+                "-"
+            );
+            continue;
+        };
         let hint = if r.mergeable > 0 {
             format!(
                 "compaction would merge {} parts into {} (sluice compact)",
@@ -130,7 +160,7 @@ fn print_table(rows: &[PartitionRow], without_parts: &[String]) {
         println!(
             "{:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>6.1}%  {hint}",
             r.table,
-            r.partition,
+            partition,
             r.parts,
             r.rows,
             human_bytes(r.bytes),
@@ -138,18 +168,7 @@ fn print_table(rows: &[PartitionRow], without_parts: &[String]) {
             r.footer_share * 100.0
         );
     }
-    for table in without_parts {
-        println!(
-            "{table:<20} {:<24} {:>7} {:>11} {:>10} {:>10} {:>7}  no parts yet: nothing flushed to it",
-            "-",
-            0,
-            0,
-            human_bytes(0),
-            "-",
-            "-"
-        );
-    }
-    if rows.is_empty() && without_parts.is_empty() {
+    if rows.is_empty() {
         println!("(no lake tables)");
     }
 }

@@ -254,5 +254,28 @@ fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing(
         "{out}"
     );
     assert!(!out.contains("no lake tables"), "{out}");
+    // And `--json` has a row for it: no partition, no parts.
+    let out = sluice(&[
+        "parts".as_ref(),
+        "--json".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let declared: Vec<&serde_json::Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["table"] == "declared")
+        .collect();
+    assert_eq!(declared.len(), 1, "{out}");
+    assert!(declared[0]["partition"].is_null(), "{out}");
+    assert_eq!(
+        (&declared[0]["parts"], &declared[0]["rows"]),
+        (&0.into(), &0.into()),
+        "{out}"
+    );
     assert!(!data.join("declared").exists(), "parts created the table");
 }
