@@ -242,17 +242,8 @@ lz4_below = "1KiB"
     );
 
     // Another reader (delta-rs through Python, pyarrow) reads every value back.
-    let output = std::process::Command::new(common::python())
-        .args(["-c", READ_CLOCK])
-        .arg(server.data_dir.join("clock"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let table = server.data_dir.join("clock").display().to_string();
+    let read = common::python_json(READ_CLOCK, &[&table], &[], &table);
     // 2026-11-29T12:00:00Z in microseconds since the epoch.
     let start = 1_795_953_600_000_000u64;
     let expected: Vec<u64> = offsets.iter().map(|offset| start + offset).collect();

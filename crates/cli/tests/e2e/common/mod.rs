@@ -187,17 +187,28 @@ os._exit(0)
         .iter()
         .map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(v.clone())))
         .collect();
+    let options = serde_json::Value::Object(options).to_string();
+    python_json(SCRIPT, &[location, column, &options], env, location)
+}
+
+/// Runs `script` in [`python`] with `args` (and `env` added to its environment) and parses the
+/// JSON it prints. Fails the test, with the script's stderr, when it fails: "the Python reader
+/// failed on `what`".
+pub fn python_json(
+    script: &str,
+    args: &[&str],
+    env: &[(&str, String)],
+    what: &str,
+) -> serde_json::Value {
     let output = std::process::Command::new(python())
-        .args(["-c", SCRIPT])
-        .arg(location)
-        .arg(column)
-        .arg(serde_json::Value::Object(options).to_string())
+        .args(["-c", script])
+        .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "the Python reader failed on {location}: {}",
+        "the Python reader failed on {what}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).unwrap()
