@@ -28,7 +28,7 @@ use sluice_core::{PartitionKey, SinkError, TableDef, conform};
 use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
-use super::delta::{TableLog, Then, add_action};
+use super::delta::{TableLog, Then, merged_add_action};
 use super::encoding::encoding_of;
 use super::parallel::on_every_core_in_runs;
 use super::part::{
@@ -205,7 +205,7 @@ pub(crate) async fn compact(
             }
         };
         let mut log = log.lock().await;
-        let add = add_action(&part, inputs[0].partition_values.clone(), false);
+        let add = merged_add_action(&part, &inputs);
         // After the pass's last commit nothing here reads the state again: it is updated when
         // next needed, off the pass's time (for the compaction lab, the replay of the 1,000
         // files added since the checkpoint, and of the pass's own removals).

@@ -707,19 +707,17 @@ const SCHEMA_RETRIES: usize = 3;
 /// The application id that guards compaction commits.
 const COMPACTOR_APP: &str = "sluice/compactor";
 
-/// The Delta `add` action for a file just written into `partition_values`: `data_change` for a
-/// flush's new rows, not for a compaction's rewrite of rows the table holds.
+/// The Delta `add` action for a flush's file of new rows, just written into `partition_values`.
 pub(crate) fn add_action(
     part: &WrittenPart,
     partition_values: HashMap<String, Option<String>>,
-    data_change: bool,
 ) -> Add {
     Add {
         path: part.relative.clone(),
         partition_values,
         size: i64::try_from(part.bytes).unwrap_or(i64::MAX),
         modification_time: chrono::Utc::now().timestamp_millis(),
-        data_change,
+        data_change: true,
         stats: Some(part.stats.clone()),
         tags: None,
         deletion_vector: None,
@@ -727,6 +725,26 @@ pub(crate) fn add_action(
         default_row_commit_version: None,
         clustering_provider: None,
     }
+}
+
+/// The Delta `add` action for a compaction's merged file of `inputs` (one partition's, in the
+/// order the merge wrote them): no data change, as it rewrites rows the table holds, and the
+/// time its newest input landed, not the time of the merge. The landing order
+/// ([`super::read::landing_order`]) goes by that time, so a merged file keeps its inputs'
+/// place among the table's files, and a later merge of merged files writes their rows in the
+/// order they came, whatever order a pass committed its merges in (most inputs first) or
+/// however long a merge took while new parts landed.
+pub(crate) fn merged_add_action(part: &WrittenPart, inputs: &[LiveFile]) -> Add {
+    let partition_values = inputs
+        .first()
+        .map(|f| f.partition_values.clone())
+        .unwrap_or_default();
+    let mut add = add_action(part, partition_values);
+    add.data_change = false;
+    if let Some(newest) = inputs.iter().map(|f| f.added_ms).max() {
+        add.modification_time = newest;
+    }
+    add
 }
 
 /// The partition values of a file of `partition`, as the log records them.

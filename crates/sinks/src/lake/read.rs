@@ -29,8 +29,9 @@ pub struct LiveFile {
     pub bytes: u64,
     /// Its row count, when its statistics say.
     pub rows: Option<u64>,
-    /// When it was added to the table: its log entry's `modificationTime`, in milliseconds
-    /// since the epoch.
+    /// When its rows landed: its log entry's `modificationTime`, in milliseconds since the
+    /// epoch. A flush's file takes the time it was written; a merged file the time its newest
+    /// input landed (`delta.rs`'s `merged_add_action`), so it keeps its inputs' place.
     pub added_ms: i64,
 }
 
@@ -40,8 +41,9 @@ pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
     files
 }
 
-/// Which of two files was added to the table first: by the time their log entries give, then by
-/// name (a flush's file names its sequence range, then a UUID v7, and both grow with time). The
+/// Which of two files' rows landed first: by the time their log entries give (for a merged
+/// file, its newest input's), then by name (a flush's file names its sequence range, then a
+/// UUID v7, and both grow with time). The
 /// log lists files in no order the protocol promises (deltalake-core gives the newest commit's
 /// first). The compaction policy packs a partition's parts in the order it is given them, and a
 /// merged file is written in the order of its inputs, so given this order a table without a

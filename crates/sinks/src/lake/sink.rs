@@ -117,7 +117,7 @@ impl LakeSink {
             let columns = log.partition_columns().to_vec();
             let adds = parts
                 .iter()
-                .map(|(key, part)| add_action(part, partition_values(&columns, key), true))
+                .map(|(key, part)| add_action(part, partition_values(&columns, key)))
                 .collect();
             log.commit_files(adds).await?;
             files += parts.len() as u64;
@@ -378,7 +378,7 @@ impl Sink for LakeSink {
 
             let mut log = log.lock().await;
             let values = partition_values(log.partition_columns(), &flush.id.partition);
-            let add = add_action(&part, values, true);
+            let add = add_action(&part, values);
             let committed = log
                 .commit_flush(&self.writer, &flush.id.partition, flush.id.last_seq, add)
                 .await;

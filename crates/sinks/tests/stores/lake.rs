@@ -462,6 +462,63 @@ async fn a_backlog_is_merged_into_files_of_parts_that_landed_one_after_another()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_files_keep_their_place_in_landing_order_for_the_next_merge() {
+    // The first 12 parts hold three times the rows of the 36 after them, so a pass packs fewer
+    // of the early ones to a merge: the late merges save more parts, go first and commit
+    // first. A second pass merges the merged files, and must still write the early rows first,
+    // as they landed, not in the order the first pass committed them.
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let t = created(&lake, "o", false).await;
+    for seq in 1..=48u64 {
+        let rows = if seq <= 12 { 300 } else { 100 };
+        let first = seq as i64 * 1_000;
+        let ids: Vec<i64> = (first..first + rows).collect();
+        lake.write(flush(&t, seq, &ids)).await.unwrap();
+    }
+    let table_dir = dir.path().join("o");
+    let largest = live_files(&table_dir)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.bytes)
+        .max()
+        .unwrap();
+    let first = CompactionPolicy {
+        target_bytes: largest * 4,
+        fanin: 4,
+    };
+    let report = lake.compact(&t, first, &|_, _| {}).await.unwrap();
+    assert!(report.merges >= 3, "{report:?}");
+    assert_eq!(report.files_in, 48, "{report:?}");
+    let report = lake
+        .compact(&t, CompactionPolicy::default(), &|_, _| {})
+        .await
+        .unwrap();
+    assert!(
+        report.files_in >= 3,
+        "the merged files were not merged: {report:?}"
+    );
+
+    let mut total = 0;
+    for file in live_files(&table_dir).await.unwrap() {
+        let ids = ids_in(&table_dir.join(&file.relative));
+        total += ids.len();
+        let back = ids.windows(2).filter(|w| w[1] <= w[0]).count();
+        assert_eq!(
+            back,
+            0,
+            "{} holds its rows out of landing order: {:?}",
+            file.relative,
+            ids.chunk_by(|a, b| b > a)
+                .map(|run| (run[0], run[run.len() - 1]))
+                .collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(total, 12 * 300 + 36 * 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_file_is_kept_for_the_retention_however_old_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = LakeConfig::new(dir.path());
