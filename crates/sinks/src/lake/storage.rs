@@ -307,15 +307,14 @@ impl TableFiles {
                             ),
                         )
                     })?;
-                // Read into the reserved capacity: no zeroing of memory the read overwrites.
+                // One read call for the whole file. Reading to the end into the reserved
+                // capacity (no zeroing) took two for any file over 8 KiB, the standard
+                // library's first read size without a size hint: 40,000 calls for the
+                // compaction lab's 20,000 files, against 20,000 now. Zeroing a buffer the read
+                // then overwrites costs less than a call into the kernel.
+                bytes.resize(len, 0);
                 fsio::open_to_read(&dir.join(relative))
-                    .and_then(|file| file.take(size).read_to_end(&mut bytes))
-                    .and_then(|read| {
-                        if read < len {
-                            return Err(std::io::ErrorKind::UnexpectedEof.into());
-                        }
-                        Ok(())
-                    })
+                    .and_then(|mut file| file.read_exact(&mut bytes))
                     .map_err(|e| match e.kind() {
                         std::io::ErrorKind::UnexpectedEof => SinkError::permanent(
                             SINK,
