@@ -43,15 +43,14 @@ pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
 
 /// Which of two files' rows landed first: by the time their log entries give (for a merged
 /// file, its newest input's), then by name (a flush's file names its sequence range, then a
-/// UUID v7, and both grow with time). The
-/// log lists files in no order the protocol promises (deltalake-core gives the newest commit's
-/// first). The compaction policy packs a partition's parts in the order it is given them, and a
-/// merged file is written in the order of its inputs, so given this order a table without a
-/// sort key keeps its rows in the order they came: each merged file covers a span of arrival,
-/// after the one before it, and so does each of its row groups and pages, which their
-/// statistics prune by. (The compaction lab's merged file, read in size order as the policy
-/// used to pack: each of its two row groups spanned the whole half hour of timestamps; in this
-/// order, one half each.)
+/// UUID v7, and both grow with time). The log lists files in no order the protocol promises
+/// (deltalake-core gives the newest commit's first). The compaction policy packs a partition's
+/// parts in the order it is given them, and a merged file is written in the order of its
+/// inputs, so given this order a table without a sort key keeps its rows in the order they
+/// came: each merged file covers a span of arrival, after the one before it, and so does each
+/// of its row groups and pages, which their statistics prune by. (The compaction lab's merged
+/// file, read in size order as the policy used to pack: each of its two row groups spanned the
+/// whole half hour of timestamps; in this order, one half each.)
 pub fn landing_order(a: &LiveFile, b: &LiveFile) -> std::cmp::Ordering {
     (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative))
 }
