@@ -43,5 +43,5 @@ pub use sink::{
     Catalog, CatalogError, FlushBatch, FlushId, Landed, PartitionParts, Sink, SinkError,
     SinkErrorKind,
 };
-pub use table::{TableDef, TableLayout};
+pub use table::{SortOrder, TableDef, TableLayout};
 pub use throttle::{PartsThrottle, ThrottleConfig, Verdict};

@@ -185,8 +185,39 @@ impl TableDef {
         batch_rows: usize,
     ) -> Result<Vec<RecordBatch>, ArrowError> {
         let rows: usize = chunks.iter().map(RecordBatch::num_rows).sum();
-        if self.sort_by.is_empty() || rows < 2 {
+        if rows < 2 {
             return Ok(chunks.to_vec());
+        }
+        let Some(order) = self.sort_order(chunks)? else {
+            return Ok(chunks.to_vec());
+        };
+        let batch_rows = batch_rows.max(1);
+        (0..rows)
+            .step_by(batch_rows)
+            .map(|from| order.gather(chunks, from..rows.min(from + batch_rows)))
+            .collect()
+    }
+
+    /// Where each row of `chunks` (in order) goes when they are sorted by the table's sort key,
+    /// as [`Self::sort_chunks`] sorts them; `None` for a table without a sort key. Only the
+    /// key's columns are gathered to find it: the rows in sort order are then copied out a
+    /// range at a time ([`SortOrder::gather`]), so they need never be held all at once.
+    pub fn sort_order(&self, chunks: &[RecordBatch]) -> Result<Option<SortOrder>, ArrowError> {
+        if self.sort_by.is_empty() {
+            return Ok(None);
+        }
+        let starts: Vec<usize> = chunks
+            .iter()
+            .scan(0, |start, chunk| {
+                let at = *start;
+                *start += chunk.num_rows();
+                Some(at)
+            })
+            .collect();
+        let rows: usize = chunks.iter().map(RecordBatch::num_rows).sum();
+        if rows < 2 {
+            let order = (0..rows).map(|row| row as u32).collect();
+            return Ok(Some(SortOrder { order, starts }));
         }
         let mut columns = Vec::with_capacity(self.sort_by.len());
         for name in &self.sort_by {
@@ -207,31 +238,61 @@ impl TableDef {
                 options: None,
             });
         }
-        let order = lexsort_to_indices(&columns, None)?;
-        drop(columns);
-        // Where each chunk starts in the rows as a whole.
-        let starts: Vec<usize> = chunks
+        let order = lexsort_to_indices(&columns, None)?.values().to_vec();
+        Ok(Some(SortOrder { order, starts }))
+    }
+}
+
+/// The sorted order of a set of chunks' rows ([`TableDef::sort_order`]): for each position in
+/// sort order, the row it takes, counted through the chunks as one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortOrder {
+    order: Vec<u32>,
+    /// Where each chunk starts in the rows as a whole.
+    starts: Vec<usize>,
+}
+
+impl SortOrder {
+    /// The rows it orders.
+    pub fn rows(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Positions `range` of the sorted rows, copied out of `chunks` (the chunks the order was
+    /// found for) as one batch.
+    pub fn gather(
+        &self,
+        chunks: &[RecordBatch],
+        range: std::ops::Range<usize>,
+    ) -> Result<RecordBatch, ArrowError> {
+        let rows: usize = chunks.iter().map(RecordBatch::num_rows).sum();
+        if chunks.len() != self.starts.len() || rows != self.order.len() {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "an order of {} rows in {} chunks cannot gather from {rows} rows in {}",
+                self.order.len(),
+                self.starts.len(),
+                chunks.len()
+            )));
+        }
+        let positions = self.order.get(range.clone()).ok_or_else(|| {
+            ArrowError::InvalidArgumentError(format!(
+                "positions {range:?} are past the {} sorted rows",
+                self.order.len()
+            ))
+        })?;
+        let picks: Vec<(usize, usize)> = positions
             .iter()
-            .scan(0, |start, chunk| {
-                let at = *start;
-                *start += chunk.num_rows();
-                Some(at)
+            .map(|&row| {
+                let row = row as usize;
+                let chunk = self.starts.partition_point(|&start| start <= row) - 1;
+                (chunk, row - self.starts[chunk])
             })
             .collect();
         let sources: Vec<&RecordBatch> = chunks.iter().collect();
-        let batch_rows = batch_rows.max(1);
-        let mut out = Vec::with_capacity(rows.div_ceil(batch_rows));
-        let mut picks = Vec::with_capacity(batch_rows.min(rows));
-        for piece in order.values().chunks(batch_rows) {
-            picks.clear();
-            picks.extend(piece.iter().map(|&row| {
-                let row = row as usize;
-                let chunk = starts.partition_point(|&start| start <= row) - 1;
-                (chunk, row - starts[chunk])
-            }));
-            out.push(interleave_record_batch(&sources, &picks)?);
+        match sources.first() {
+            Some(first) if picks.is_empty() => Ok(first.slice(0, 0)),
+            _ => interleave_record_batch(&sources, &picks),
         }
-        Ok(out)
     }
 }
 
@@ -298,6 +359,39 @@ mod tests {
     }
 
     #[test]
+    fn a_sort_order_gathers_any_range_as_the_sorted_batches_hold_it() {
+        let table = def(layout()).unwrap();
+        let decode = |text: &str| {
+            decode_ndjson(table.schema(), text.as_bytes(), &DecodeOptions::default()).unwrap()
+        };
+        let chunks = [
+            decode(r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#).slice(0, 0),
+            decode(r#"{"id":3,"service":"b"} {"id":2,"service":"a"} {"id":7,"service":"a"}"#),
+            decode(r#"{"id":9,"service":"c"}"#).slice(0, 0),
+            decode(r#"{"id":1,"service":"b"} {"id":5,"service":"a"} {"id":4,"service":null}"#),
+        ];
+        let whole = table.sort_chunks(&chunks, 64).unwrap();
+        let ids = |batches: &[RecordBatch]| -> Vec<i64> {
+            batches
+                .iter()
+                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+                .collect()
+        };
+        assert_eq!(ids(&whole), [4, 2, 5, 7, 1, 3]);
+        let order = table.sort_order(&chunks).unwrap().unwrap();
+        assert_eq!(order.rows(), 6);
+        for from in 0..=6 {
+            for to in from..=6 {
+                let piece = order.gather(&chunks, from..to).unwrap();
+                assert_eq!(piece.schema(), chunks[0].schema());
+                assert_eq!(ids(&[piece]), ids(&whole)[from..to], "{from}..{to}");
+            }
+        }
+        assert!(order.gather(&chunks, 5..7).is_err(), "past the rows");
+        assert!(order.gather(&chunks[1..], 0..1).is_err(), "other chunks");
+    }
+
+    #[test]
     fn without_a_sort_key_chunks_come_back_as_they_are() {
         let mut unsorted = layout();
         unsorted.sort_by.clear();
@@ -311,6 +405,7 @@ mod tests {
         let out = table
             .sort_chunks(&[chunk.clone(), chunk.clone()], 1)
             .unwrap();
-        assert_eq!(out, [chunk.clone(), chunk]);
+        assert_eq!(out, [chunk.clone(), chunk.clone()]);
+        assert_eq!(table.sort_order(&[chunk]).unwrap(), None);
     }
 }

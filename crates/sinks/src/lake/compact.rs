@@ -4,10 +4,11 @@
 //! Merges run two at a time, taking turns, largest first, at reading and at writing. A merge
 //! reads its inputs (in parallel, one thread per core), sorts the rows by the table's sort key,
 //! writes one file (fsync, rename, fsync) and swaps it in with
-//! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. A merge
-//! of a table without a sort key, whose inputs are large enough for zstd, streams instead: it
-//! encodes each run of inputs as soon as it is read ([`super::stream`]), taking both turns at
-//! once, and holds about its output rather than its rows. A merge
+//! [`TableLog::commit_compaction`]: readers see the inputs or the output, never both. Once the
+//! inputs are large enough for zstd, the writing streams ([`super::stream`]): a sorted table's
+//! merge gathers its rows in sort order a piece at a time as the encoding takes them, and a
+//! merge of a table without a sort key encodes each run of inputs as soon as it is read,
+//! taking both turns at once, and holds about its output rather than its rows. A merge
 //! that loses a race (another compactor got the inputs first) or fails deletes its output; the
 //! inputs stay. Inputs are deleted later by [`vacuum`], after the retention: a reader that
 //! planned its scan on the old version a moment before the swap can still read them.
@@ -24,7 +25,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderB
 use parquet::file::metadata::{KeyValue, ParquetStatisticsPolicy};
 use parquet::schema::types::TypePtr;
 use sluice_core::compaction::CompactionPolicy;
-use sluice_core::{PartitionKey, SinkError, TableDef, conform};
+use sluice_core::{PartitionKey, SinkError, SortOrder, TableDef, conform};
 use tokio::sync::Mutex;
 
 use super::config::LakeConfig;
@@ -165,12 +166,12 @@ pub(crate) async fn compact(
                         // their rows: no more of them than the target's worth (a merge packed
                         // by its merged size may have more; the rest wait for the next pass).
                         let held = &files[..held_inputs(&files, policy.target_bytes)];
-                        let batches = read_inputs(&target, held, true)?;
+                        let batches = read_inputs(&target, held)?;
                         return merge(&config, &def, &target, held, batches, || {})
                             .map(|(part, rows)| (part, rows, held.len()));
                     }
                     read.wait();
-                    let batches = read_inputs(&target, &files, def.sort_by().is_empty());
+                    let batches = read_inputs(&target, &files);
                     drop(read);
                     let batches = batches?;
                     write.wait();
@@ -358,7 +359,7 @@ fn merge_streaming(
         .collect();
     let pieces = Pieces {
         count: runs.len(),
-        read: |run: usize| read_run(files, runs[run], true),
+        read: |run: usize| read_run(files, runs[run]),
         rows: inputs.iter().map(|f| f.rows).sum(),
     };
     let name = compacted_name();
@@ -388,7 +389,10 @@ fn merged_file<'a>(inputs: &'a [LiveFile], name: &'a str) -> NewFile<'a> {
 
 /// Sorts the rows of `inputs` (read as `batches`) by the table's sort key and writes them as
 /// one file in the inputs' folder: the new file and the rows in it. `winding_down` is called
-/// once the encoding leaves cores idle ([`write_file`]).
+/// once the encoding leaves cores idle ([`write_file`]), or, for a streamed one, once every row
+/// is gathered ([`write_streamed`]). Once the inputs are large enough for zstd, the rows in sort
+/// order are gathered from `batches` a piece at a time as the encoding takes them
+/// ([`merge_sorted_streaming`]), never all at once.
 fn merge(
     config: &LakeConfig,
     table: &TableDef,
@@ -397,16 +401,79 @@ fn merge(
     batches: Vec<RecordBatch>,
     winding_down: impl FnOnce() + Send,
 ) -> Result<(WrittenPart, u64), SinkError> {
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let batches = one_layout(batches)?;
+    let bytes: u64 = inputs.iter().map(|f| f.bytes).sum();
+    if bytes >= config.lz4_below
+        && let Some(order) = table.sort_order(&batches).map_err(sort_failed)?
+    {
+        if let Some(merged) =
+            merge_sorted_streaming(config, table, files, inputs, &batches, &order, winding_down)?
+        {
+            return Ok(merged);
+        }
+        // Dropping `winding_down` passed it: nothing to call once more.
+        return merge_held(config, table, files, inputs, &batches, || {});
+    }
+    merge_held(config, table, files, inputs, &batches, winding_down)
+}
+
+/// [`merge`] holding the rows in sort order: sorted all at once, then written.
+fn merge_held(
+    config: &LakeConfig,
+    table: &TableDef,
+    files: &TableFiles,
+    inputs: &[LiveFile],
+    batches: &[RecordBatch],
+    winding_down: impl FnOnce() + Send,
+) -> Result<(WrittenPart, u64), SinkError> {
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     // Inputs are sorted runs; their concatenation is not.
     let batches = table
-        .sort_chunks(&batches, WRITE_BATCH_ROWS)
-        .map_err(|e| SinkError::permanent(SINK, format!("cannot sort merged rows: {e}")))?;
+        .sort_chunks(batches, WRITE_BATCH_ROWS)
+        .map_err(sort_failed)?;
     let name = compacted_name();
     let file = merged_file(inputs, &name);
     let part = write_file(config, table, files, file, &batches, winding_down)?;
     Ok((part, rows as u64))
+}
+
+fn sort_failed(e: arrow::error::ArrowError) -> SinkError {
+    SinkError::permanent(SINK, format!("cannot sort merged rows: {e}"))
+}
+
+/// Writes the rows of `batches` (the rows of `inputs`, one layout) in the sort `order` as one
+/// file, streaming ([`write_streamed`]): each piece of [`WRITE_BATCH_ROWS`] rows is gathered in
+/// sort order when an encoding thread is ready for it and freed once encoded, so the merge
+/// holds its inputs' rows and a few pieces, not a second, sorted copy of every row. `None` when
+/// the rows cannot be streamed (nested columns, no rows): nothing was written.
+fn merge_sorted_streaming(
+    config: &LakeConfig,
+    table: &TableDef,
+    files: &TableFiles,
+    inputs: &[LiveFile],
+    batches: &[RecordBatch],
+    order: &SortOrder,
+    all_gathered: impl FnOnce() + Send,
+) -> Result<Option<(WrittenPart, u64)>, SinkError> {
+    let rows = order.rows();
+    let pieces = Pieces {
+        count: rows.div_ceil(WRITE_BATCH_ROWS),
+        read: |piece: usize| {
+            let from = piece * WRITE_BATCH_ROWS;
+            order
+                .gather(batches, from..rows.min(from + WRITE_BATCH_ROWS))
+                .map(|batch| vec![batch])
+                .map_err(sort_failed)
+        },
+        rows: Some(rows as u64),
+    };
+    let name = compacted_name();
+    let file = merged_file(inputs, &name);
+    let encoding = encoding_of(config, inputs.iter().map(|f| f.bytes).sum())?;
+    match write_streamed(config, table, files, file, encoding, pieces, all_gathered)? {
+        Streamed::Written(part, rows) => Ok(Some((part, rows))),
+        Streamed::NotStreamable => Ok(None),
+    }
 }
 
 /// Deletes files the table no longer references: those a compaction replaced more than
@@ -476,20 +543,18 @@ fn is_ours(relative: &str) -> bool {
 
 /// Reads every input file on one thread per core, in runs of consecutive files that the
 /// threads take in turn ([`on_every_core_in_runs`]): about [`RUNS_PER_CORE`] runs per core,
-/// so the threads finish together, without one left reading its share alone at the end. With
-/// `coalesce` (a table without a sort key, whose rows keep the input order), each run's rows
-/// are packed into batches of up to [`WRITE_BATCH_ROWS`] as they are read: the writer gets
-/// large arrays without a pass on one thread after the reads, and the small batches are never
-/// all held at once. A sorted table's rows are gathered into large batches in sort order
-/// afterwards instead.
-fn read_inputs(
-    files: &TableFiles,
-    inputs: &[LiveFile],
-    coalesce: bool,
-) -> Result<Vec<RecordBatch>, SinkError> {
+/// so the threads finish together, without one left reading its share alone at the end. Each
+/// run's rows are packed into batches of up to [`WRITE_BATCH_ROWS`] as they are read
+/// ([`read_run`]): the writer gets large arrays without a pass on one thread after the reads,
+/// and the small batches are never all held at once. A sorted table's merge reads this way: it
+/// holds its rows until they are gathered in sort order, and held as a few large arrays they
+/// take less memory than as thousands of small ones, and are gathered from faster. Merging the
+/// compaction lab's 20,000 parts sorted by two columns, side by side: peak memory 503-524 MB
+/// -> 429-442 MB, wall 2.47-2.54 s -> 1.89-2.06 s.
+fn read_inputs(files: &TableFiles, inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let run_len = inputs.len().div_ceil(cores * RUNS_PER_CORE);
-    on_every_core_in_runs(inputs, run_len, |run| read_run(files, run, coalesce))
+    on_every_core_in_runs(inputs, run_len, |run| read_run(files, run))
 }
 
 /// How many runs a merge's reads are cut into per core. More runs even out the threads' ends
@@ -498,12 +563,11 @@ fn read_inputs(
 /// and 24,000 rows.
 const RUNS_PER_CORE: usize = 32;
 
-/// Reads `run`'s files in order: their batches as they are, or with `coalesce` packed into
-/// batches of [`WRITE_BATCH_ROWS`] rows (the last may be smaller).
+/// Reads `run`'s files in order, their rows packed into batches of [`WRITE_BATCH_ROWS`] rows
+/// (the last may be smaller; a file of another layout starts batches of its own).
 pub(super) fn read_run(
     files: &TableFiles,
     run: &[LiveFile],
-    coalesce: bool,
 ) -> Result<Vec<RecordBatch>, SinkError> {
     let failed = |e| SinkError::permanent(SINK, format!("cannot merge batches: {e}"));
     let mut out = Vec::new();
@@ -516,10 +580,6 @@ pub(super) fn read_run(
     };
     for file in run {
         for batch in read_file(files, file, &mut options)? {
-            if !coalesce {
-                out.push(batch);
-                continue;
-            }
             // A file written under another layout of the table starts batches of its own.
             if let Some(mut other) = coalescer.take_if(|c| c.schema() != batch.schema()) {
                 finish(&mut other, &mut out)?;

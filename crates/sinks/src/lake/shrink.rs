@@ -116,7 +116,7 @@ fn estimate(
     sample: &[LiveFile],
 ) -> Option<f64> {
     let sample_bytes: u64 = sample.iter().map(|f| f.bytes).sum();
-    let estimated = read_run(store, sample, true).and_then(|batches| {
+    let estimated = read_run(store, sample).and_then(|batches| {
         let Some(first) = batches.first().map(RecordBatch::schema) else {
             return Ok(None);
         };

@@ -686,10 +686,11 @@ async fn notes(dir: &std::path::Path) -> HashMap<i64, Option<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout() {
-    // Sorted, unsorted, and unsorted with every merge streamed (`lz4_below` at 0), which
-    // meets the second layout partway and starts again in one.
+    // Sorted, unsorted, and with every merge streamed (`lz4_below` at 0): unsorted, which meets
+    // the second layout partway and starts again in one, and sorted, which brings the rows
+    // into one layout before it sorts and streams them.
     let default = DEFAULT_LZ4_BELOW;
-    for (sorted, lz4_below) in [(false, default), (true, default), (false, 0)] {
+    for (sorted, lz4_below) in [(false, default), (true, default), (false, 0), (true, 0)] {
         let dir = tempfile::tempdir().unwrap();
         let config = || LakeConfig {
             lz4_below,
@@ -732,6 +733,55 @@ async fn compaction_keeps_the_columns_of_parts_written_under_an_earlier_layout()
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sorted_merge_streams_its_rows_in_sort_order_piece_by_piece() {
+    // 40 parts of 5,000 rows whose ids interleave (part `p` holds p, p + 40, p + 80, ...): the
+    // merged file's 200,000 rows in id order take rows from every part in every piece of 64k
+    // rows the merge gathers and encodes, with `lz4_below` at 0 so it streams.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LakeConfig {
+        lz4_below: 0,
+        ..LakeConfig::new(dir.path())
+    };
+    let lake = LakeSink::new(config).unwrap();
+    let table = layout(true, true);
+    lake.create_table(&table).await.unwrap();
+    let (parts, rows) = (40i64, 5_000i64);
+    for part in 0..parts {
+        let ids: Vec<i64> = (0..rows).map(|row| row * parts + part).collect();
+        lake.write(flush_of(&table, part as u64 + 1, &ids))
+            .await
+            .unwrap();
+    }
+    let report = lake
+        .compact(&table, CompactionPolicy::default(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((report.files_in, report.files_out), (40, 1), "{report:?}");
+    assert_eq!(report.rows, 200_000);
+
+    let table_dir = dir.path().join("w");
+    let live = live_files(&table_dir).await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].rows, Some(200_000), "the log's row count");
+    let ids = ids_in(&table_dir.join(&live[0].relative));
+    assert!(
+        ids.iter().copied().eq(0..parts * rows),
+        "not every id once in order: {} rows, {} out of order",
+        ids.len(),
+        ids.windows(2).filter(|w| w[1] <= w[0]).count()
+    );
+    // Each row's other column came along with its id.
+    let notes = notes(&table_dir).await;
+    assert_eq!(notes.len(), 200_000);
+    assert!(
+        notes
+            .iter()
+            .all(|(id, note)| note.as_deref() == Some(format!("n{id}").as_str())),
+        "a note parted from its id"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
