@@ -437,6 +437,8 @@ fn merge_held(
     Ok((part, rows as u64))
 }
 
+/// The failure of a merge whose rows could not be put in sort order (a sort key column missing
+/// from them, say): permanent, as the same rows would fail again.
 fn sort_failed(e: arrow::error::ArrowError) -> SinkError {
     SinkError::permanent(SINK, format!("cannot sort merged rows: {e}"))
 }
