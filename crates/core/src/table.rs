@@ -336,47 +336,53 @@ mod tests {
         assert_eq!(def(l.clone()).unwrap().layout(), l);
     }
 
+    /// The NDJSON `text` as a batch of `table`.
+    fn decode(table: &TableDef, text: &str) -> RecordBatch {
+        decode_ndjson(table.schema(), text.as_bytes(), &DecodeOptions::default()).unwrap()
+    }
+
+    /// The ids (first column) of `batches`, in order.
+    fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    }
+
     #[test]
     fn sorts_chunks_by_key_into_batches_of_the_given_size() {
         let table = def(layout()).unwrap();
-        let decode = |text: &str| {
-            decode_ndjson(table.schema(), text.as_bytes(), &DecodeOptions::default()).unwrap()
-        };
         let chunks = [
-            decode(r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#),
-            decode(r#"{"id":9,"service":"c"}"#).slice(0, 0),
-            decode(r#"{"id":1,"service":"b"} {"id":5,"service":"a"} {"id":4,"service":null}"#),
+            decode(&table, r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#),
+            decode(&table, r#"{"id":9,"service":"c"}"#).slice(0, 0),
+            decode(
+                &table,
+                r#"{"id":1,"service":"b"} {"id":5,"service":"a"} {"id":4,"service":null}"#,
+            ),
         ];
         let sorted = table.sort_chunks(&chunks, 2).unwrap();
         let sizes: Vec<usize> = sorted.iter().map(RecordBatch::num_rows).collect();
         assert_eq!(sizes, [2, 2, 1]);
-        let ids: Vec<i64> = sorted
-            .iter()
-            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-            .collect();
         // service (nulls first), then id.
-        assert_eq!(ids, [4, 2, 5, 1, 3]);
+        assert_eq!(ids(&sorted), [4, 2, 5, 1, 3]);
     }
 
     #[test]
     fn a_sort_order_gathers_any_range_as_the_sorted_batches_hold_it() {
         let table = def(layout()).unwrap();
-        let decode = |text: &str| {
-            decode_ndjson(table.schema(), text.as_bytes(), &DecodeOptions::default()).unwrap()
-        };
         let chunks = [
-            decode(r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#).slice(0, 0),
-            decode(r#"{"id":3,"service":"b"} {"id":2,"service":"a"} {"id":7,"service":"a"}"#),
-            decode(r#"{"id":9,"service":"c"}"#).slice(0, 0),
-            decode(r#"{"id":1,"service":"b"} {"id":5,"service":"a"} {"id":4,"service":null}"#),
+            decode(&table, r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#).slice(0, 0),
+            decode(
+                &table,
+                r#"{"id":3,"service":"b"} {"id":2,"service":"a"} {"id":7,"service":"a"}"#,
+            ),
+            decode(&table, r#"{"id":9,"service":"c"}"#).slice(0, 0),
+            decode(
+                &table,
+                r#"{"id":1,"service":"b"} {"id":5,"service":"a"} {"id":4,"service":null}"#,
+            ),
         ];
         let whole = table.sort_chunks(&chunks, 64).unwrap();
-        let ids = |batches: &[RecordBatch]| -> Vec<i64> {
-            batches
-                .iter()
-                .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
-                .collect()
-        };
         assert_eq!(ids(&whole), [4, 2, 5, 7, 1, 3]);
         let order = table.sort_order(&chunks).unwrap().unwrap();
         assert_eq!(order.rows(), 6);
@@ -396,12 +402,7 @@ mod tests {
         let mut unsorted = layout();
         unsorted.sort_by.clear();
         let table = def(unsorted).unwrap();
-        let chunk = decode_ndjson(
-            table.schema(),
-            br#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#,
-            &DecodeOptions::default(),
-        )
-        .unwrap();
+        let chunk = decode(&table, r#"{"id":3,"service":"b"} {"id":2,"service":"a"}"#);
         let out = table
             .sort_chunks(&[chunk.clone(), chunk.clone()], 1)
             .unwrap();
