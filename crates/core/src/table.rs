@@ -1,6 +1,7 @@
 //! A table's definition: name, columns, partitioning, sort key and flush policy.
 
 use arrow::array::RecordBatch;
+use arrow::buffer::ScalarBuffer;
 use arrow::compute::{SortColumn, concat, interleave_record_batch, lexsort_to_indices};
 use arrow::error::ArrowError;
 use serde::{Deserialize, Serialize};
@@ -216,7 +217,7 @@ impl TableDef {
             .collect();
         let rows: usize = chunks.iter().map(RecordBatch::num_rows).sum();
         if rows < 2 {
-            let order = (0..rows).map(|row| row as u32).collect();
+            let order = ScalarBuffer::from_iter(0..rows as u32);
             return Ok(Some(SortOrder { order, starts }));
         }
         let mut columns = Vec::with_capacity(self.sort_by.len());
@@ -238,7 +239,8 @@ impl TableDef {
                 options: None,
             });
         }
-        let order = lexsort_to_indices(&columns, None)?.values().to_vec();
+        // The sorted indices have no nulls: their buffer is the order, taken without a copy.
+        let (_, order, _) = lexsort_to_indices(&columns, None)?.into_parts();
         Ok(Some(SortOrder { order, starts }))
     }
 }
@@ -247,7 +249,7 @@ impl TableDef {
 /// sort order, the row it takes, counted through the chunks as one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SortOrder {
-    order: Vec<u32>,
+    order: ScalarBuffer<u32>,
     /// Where each chunk starts in the rows as a whole.
     starts: Vec<usize>,
 }
