@@ -6,19 +6,26 @@
 //! a sequence number) the writer still hashes every value into the dictionary until its page
 //! passes 1 MiB (131,072 eight-byte values of each row group), and then falls back to plain
 //! values; delta encoding stores such a column's small differences instead. The choice is
-//! made from the rows, conservatively: an integer column leaves its dictionary only when the
-//! smaller of its plain and delta encodings, both measured on the sample, beats the least the
-//! dictionary could cost on the whole row group (the sample's index pages as measured, plus its
-//! dictionary page spread over the row group's rows). A larger row group only adds distinct
-//! values, so the real dictionary costs at least that: where it may win, it stays, as before.
+//! made from a sample of the rows: an integer column leaves its dictionary when the smaller of
+//! its plain and delta encodings, both measured on the sample, beats what the dictionary is
+//! estimated to cost on the whole row group. That estimate starts from the sample's own
+//! dictionary encoding and grows it to the distinct values the row group is estimated to hold
+//! (from how many values the sample saw once and twice, [`Distinct::in_rows`]): wider indices
+//! and a larger dictionary page, shared by the row group's rows. A row group estimated to hold
+//! more distinct values than a dictionary page takes leaves the dictionary outright.
 //!
-//! In the compaction lab's events (2,000,000 rows, merged into one file), `ts` goes from a
-//! dictionary falling back to plain values (4.67 MB) to delta values (2.80 MB), and the file
-//! from 54.4 to 52.5 MB; the other integer columns (`status`, `bytes`, `user_id`) keep their
-//! dictionaries. pyarrow reads that `ts` column in a quarter of the time. Delta encoding has
-//! been in the Parquet format since its version 2.0; the Python `deltalake` reader the tests
-//! use reads it back (`lake_layout.rs`), and so do pyarrow and DuckDB. The sample costs about
-//! 5 ms of CPU for that file: three encodings of 16,384 values of each integer column.
+//! The sample's own dictionary alone understates a column like a user id, drawn from many
+//! values: 16,384 rows see 15,000 of 100,000 ids, mostly once, and a dictionary of those costs
+//! less than delta values where the row group's dictionary of all 100,000 costs more. In the
+//! compaction lab's events (2,000,000 rows, merged into one file), `ts` goes from a dictionary
+//! falling back to plain values (4.67 MB) to delta values (2.80 MB), `user_id` from a
+//! dictionary (4.83 MB) to delta values (4.57 MB) and `bytes` from a dictionary (4.26 MB) to
+//! plain values (4.03 MB); `status` keeps its dictionary. The file goes from 54.4 to 52.1 MB,
+//! and its writing hashes two columns fewer. Delta encoding has been in the Parquet format
+//! since its version 2.0; the Python `deltalake` reader the tests use reads it back
+//! (`lake_layout.rs`), and so do pyarrow and DuckDB. The sample costs about 5 ms of CPU for
+//! that file: three encodings of 16,384 values of each integer column, and a count of their
+//! distinct values.
 
 use std::sync::Arc;
 
@@ -28,7 +35,10 @@ use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding as PageEncoding, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
+use parquet::file::properties::{
+    DEFAULT_DICTIONARY_PAGE_SIZE_LIMIT, EnabledStatistics, WriterProperties,
+    WriterPropertiesBuilder,
+};
 use parquet::schema::types::ColumnPath;
 use sluice_core::SinkError;
 
@@ -107,11 +117,11 @@ const MIN_SAMPLE_ROWS: usize = 1024;
 impl Encoding {
     /// This encoding with each integer column of `batches` (of one layout, the file's rows or
     /// its first rows) written as plain or delta values where a sample of its rows shows a
-    /// dictionary cannot win (the module's rule). `group_rows` is how many rows the file's
-    /// first row group holds: the row group size when the file's rows are not known, which
-    /// counts a dictionary page at its cheapest. Unchanged for an encoding without dictionaries
-    /// (a small part's) and for too few rows to judge. A column whose sample cannot be encoded
-    /// keeps its dictionary: the file is written as it would have been without the fitting.
+    /// dictionary would cost more (the module's rule). `group_rows` is how many rows the file's
+    /// first row group holds: the row group size when the file's rows are not known. Unchanged
+    /// for an encoding without dictionaries (a small part's) and for too few rows to judge. A
+    /// column whose sample cannot be encoded keeps its dictionary: the file is written as it
+    /// would have been without the fitting.
     pub(crate) fn fitted_to(mut self, batches: &[RecordBatch], group_rows: usize) -> Self {
         let Some(schema) = batches.first().map(RecordBatch::schema) else {
             return self;
@@ -160,7 +170,8 @@ impl Encoding {
 
 /// How a column of `field`, sampled as `pieces`, is better written than with a dictionary in
 /// row groups of `group_rows`: plain or delta values, whichever the sample makes smaller, if
-/// that beats the least the dictionary could cost; `None` if it does not.
+/// that beats what the dictionary is estimated to cost ([`dictionary_bytes`]); `None` if it
+/// does not.
 fn without_dictionary(
     field: &Field,
     pieces: &[ArrayRef],
@@ -170,17 +181,97 @@ fn without_dictionary(
     let pieces: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
     let values = concat(&pieces)?;
     let trial = |how| encoded_bytes(field, &values, compression, how);
-    let dictionary = trial(Trial::Dictionary { group_rows })?;
-    let plain = trial(Trial::Values(PageEncoding::PLAIN))?;
-    let delta = trial(Trial::Values(PageEncoding::DELTA_BINARY_PACKED))?;
+    let plain = trial(Trial::Values(PageEncoding::PLAIN))?.total;
+    let delta = trial(Trial::Values(PageEncoding::DELTA_BINARY_PACKED))?.total;
     let (best, encoding) = if delta < plain {
         (delta, PageEncoding::DELTA_BINARY_PACKED)
     } else {
         (plain, PageEncoding::PLAIN)
     };
+    let Some(distinct) = Distinct::count(&values) else {
+        return Ok(None);
+    };
+    let groups_distinct = distinct.in_rows(group_rows);
+    // A dictionary page holds its values plain: Parquet stores integers in 4 or 8 bytes.
+    let width = values.data_type().primitive_width().unwrap_or(8).max(4) as f64;
+    if groups_distinct * width > DEFAULT_DICTIONARY_PAGE_SIZE_LIMIT as f64 {
+        // The writer would fill the dictionary's page (parquet's limit, which sluice keeps) part
+        // way through the row group and write the rest as plain values: hashing every value
+        // until then is spent for nothing.
+        return Ok(Some(encoding));
+    }
+    let dictionary = dictionary_bytes(trial(Trial::Dictionary)?, distinct, group_rows);
     Ok((best < dictionary).then_some(encoding))
 }
 
+/// The distinct values of a sample of a column: how many, and how many of them were seen once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Distinct {
+    /// Rows sampled (those not null).
+    rows: usize,
+    /// Distinct values among them.
+    values: usize,
+    /// Values seen in exactly one row.
+    once: usize,
+    /// Values seen in exactly two.
+    twice: usize,
+}
+
+impl Distinct {
+    /// The distinct values of `values`, a column of fixed-width values (the integer types);
+    /// `None` for any other.
+    fn count(values: &ArrayRef) -> Option<Self> {
+        let data = values.to_data();
+        let width = data.data_type().primitive_width()?;
+        let buffer = data.buffers().first()?.as_slice();
+        let start = data.offset().checked_mul(width)?;
+        let bytes = buffer.get(start..start.checked_add(data.len().checked_mul(width)?)?)?;
+        let mut seen: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+        let mut rows = 0;
+        for (row, value) in bytes.chunks_exact(width).enumerate() {
+            if data.is_valid(row) {
+                rows += 1;
+                *seen.entry(value).or_default() += 1;
+            }
+        }
+        let seen_in = |rows| seen.values().filter(|&&n| n == rows).count();
+        Some(Self {
+            rows,
+            values: seen.len(),
+            once: seen_in(1),
+            twice: seen_in(2),
+        })
+    }
+
+    /// The distinct values estimated to be in `rows` rows of which these were a sample: the
+    /// bias-corrected Chao1 estimator (Chao, "Nonparametric estimation of the number of classes
+    /// in a population", 1984), the values seen plus `f1 (f1 - 1) / (2 (f2 + 1))`, where `f1`
+    /// values were seen once and `f2` twice. Many values seen once and few twice mean many
+    /// more were not seen at all. It errs low rather than high, which keeps the choice on the
+    /// dictionary's side; where every value was seen once (a column of unique ids), it counts
+    /// one per row. Never fewer than were seen, never more than `rows`.
+    fn in_rows(&self, rows: usize) -> f64 {
+        let (once, twice) = (self.once as f64, self.twice as f64);
+        let unseen = once * (once - 1.0).max(0.0) / (2.0 * (twice + 1.0));
+        (self.values as f64 + unseen).clamp(self.values as f64, rows.max(self.values) as f64)
+    }
+}
+
+/// What a dictionary costs the sample's rows in a row group of `group_rows` that holds the
+/// distinct values [`Distinct::in_rows`] estimates, from how the sample's own dictionary
+/// encoded it (`sample`): its index pages, with each index as many bits wider as the row
+/// group's larger dictionary needs, plus the sample's share of a dictionary page grown in
+/// proportion to its values.
+fn dictionary_bytes(sample: Encoded, distinct: Distinct, group_rows: usize) -> u64 {
+    let seen = distinct.values.max(1) as f64;
+    let estimated = distinct.in_rows(group_rows).max(seen);
+    // Indices into a dictionary of n values take ceil(log2(n)) bits, at least one.
+    let bits = |n: f64| n.log2().ceil().max(1.0);
+    let indices = sample.total.saturating_sub(sample.dictionary_page) as f64;
+    let page = sample.dictionary_page as f64 * estimated / seen;
+    let share = distinct.rows as f64 / group_rows.max(distinct.rows).max(1) as f64;
+    (indices * bits(estimated) / bits(seen) + page * share).ceil() as u64
+}
 /// Column types stored as Parquet integers, which delta encoding takes.
 fn is_integer(data_type: &DataType) -> bool {
     matches!(
@@ -232,29 +323,36 @@ fn sample_ranges(batches: &[RecordBatch], span: usize) -> Vec<(usize, usize, usi
 /// One way of encoding a sample, for [`encoded_bytes`].
 #[derive(Debug, Clone, Copy)]
 enum Trial {
-    /// With a dictionary, counting its page as spread over a row group of `group_rows`.
-    Dictionary { group_rows: usize },
+    /// With a dictionary.
+    Dictionary,
     /// Without one, in this encoding.
     Values(PageEncoding),
 }
 
+/// A sample's column chunk as written.
+#[derive(Debug, Clone, Copy)]
+struct Encoded {
+    /// Its bytes, compressed, dictionary page included.
+    total: u64,
+    /// Its dictionary page's bytes (none without a dictionary).
+    dictionary_page: u64,
+}
+
 /// The bytes `values` (a column of `field`) take encoded as `how` says and compressed as
-/// `compression`. For a dictionary, its index pages as written, plus the sample's share of its
-/// dictionary page if that page served a whole row group: the least the dictionary costs for
-/// these rows, since a row group holds at least the sample's distinct values.
+/// `compression`.
 fn encoded_bytes(
     field: &Field,
     values: &ArrayRef,
     compression: Compression,
     how: Trial,
-) -> Result<u64, ParquetError> {
+) -> Result<Encoded, ParquetError> {
     let schema = Arc::new(Schema::new(vec![field.clone()]));
     let batch = RecordBatch::try_new(schema.clone(), vec![values.clone()])?;
     let builder = WriterProperties::builder()
         .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::None);
     let builder = match how {
-        Trial::Dictionary { .. } => builder.set_dictionary_enabled(true),
+        Trial::Dictionary => builder.set_dictionary_enabled(true),
         Trial::Values(encoding) => builder.set_dictionary_enabled(false).set_encoding(encoding),
     };
     let mut out = Vec::new();
@@ -262,15 +360,13 @@ fn encoded_bytes(
     writer.write(&batch)?;
     let metadata = writer.close()?;
     let chunk = metadata.row_group(0).column(0);
-    let total = chunk.compressed_size().max(0) as u64;
-    let Trial::Dictionary { group_rows } = how else {
-        return Ok(total);
-    };
     let dictionary_page = chunk
         .dictionary_page_offset()
         .map_or(0, |start| (chunk.data_page_offset() - start).max(0) as u64);
-    let share = dictionary_page as f64 * values.len() as f64 / group_rows.max(1) as f64;
-    Ok(total.saturating_sub(dictionary_page) + share.ceil() as u64)
+    Ok(Encoded {
+        total: chunk.compressed_size().max(0) as u64,
+        dictionary_page,
+    })
 }
 
 #[cfg(test)]
@@ -424,19 +520,97 @@ mod tests {
     }
 
     #[test]
-    fn a_sequence_is_delta_and_unique_random_numbers_keep_the_dictionary() {
+    fn a_sequence_is_delta_and_unique_random_numbers_leave_the_dictionary() {
         let sequence = column(1_000_000..1_050_000);
         let fitted = zstd().fitted_to(&[sequence], 1_000_000);
         assert_eq!(
             fitted.without_dictionary,
             vec![(ColumnPath::from("v"), PageEncoding::DELTA_BINARY_PACKED)]
         );
-        // Unique random numbers: a sample of them cannot tell how many distinct values the
-        // row group holds, so it cannot rule the dictionary out, and the writer keeps it until
-        // its page is full, as it did before the encoding was fitted.
+        // Unique random numbers: every value of the sample seen once, so the row group is
+        // counted as holding one per row, more than a dictionary page takes. The writer would
+        // hash values into the dictionary until its page filled and then write plain values.
         let random = column(noise(13).take(50_000).map(|n| (n >> 24) as i64));
-        let fitted = zstd().fitted_to(&[random], 1_000_000);
-        assert!(fitted.without_dictionary.is_empty(), "{fitted:?}");
+        let fitted = zstd().fitted_to(std::slice::from_ref(&random), 1_000_000);
+        assert_eq!(columns_without_dictionary(&fitted), ["v"]);
+        let (without, _) = written(std::slice::from_ref(&random), &fitted);
+        let (dictionary, _) = written(&[random], &zstd());
+        assert!(
+            without.len() < dictionary.len(),
+            "without {} bytes, dictionary {}",
+            without.len(),
+            dictionary.len()
+        );
+    }
+
+    /// The columns `encoding` writes without a dictionary.
+    fn columns_without_dictionary(encoding: &Encoding) -> Vec<String> {
+        let columns = encoding.without_dictionary.iter();
+        columns.map(|(path, _)| path.string()).collect()
+    }
+
+    /// `rows` ids drawn evenly from 1..=`ids`, in no order: a user id.
+    fn drawn(rows: usize, ids: u64) -> RecordBatch {
+        column(noise(17).take(rows).map(|n| (n % ids) as i64 + 1))
+    }
+
+    #[test]
+    fn ids_drawn_from_many_leave_a_dictionary_the_sample_alone_would_keep() {
+        // 400,000 rows of 40,000 ids: each id is in about ten rows, but a sample of 16,384
+        // sees most of its ids once or twice. Its own dictionary has a third of the ids, and
+        // as the least the row group's could cost it would win; counted at the ids the row
+        // group holds, plain or delta values win, and the file says so.
+        let batch = drawn(400_000, 40_000);
+        let fitted = zstd().fitted_to(std::slice::from_ref(&batch), 400_000);
+        assert_eq!(columns_without_dictionary(&fitted), ["v"]);
+        let props = |encoding: &Encoding| {
+            encoding
+                .apply(WriterProperties::builder().set_max_row_group_row_count(Some(400_000)))
+                .build()
+        };
+        let size = |encoding: &Encoding| {
+            let mut file = Vec::new();
+            let mut writer =
+                ArrowWriter::try_new(&mut file, batch.schema(), Some(props(encoding))).unwrap();
+            writer.write(&batch).unwrap();
+            writer.close().unwrap();
+            file.len()
+        };
+        let (fitted, dictionary) = (size(&fitted), size(&zstd()));
+        assert!(
+            fitted < dictionary,
+            "fitted {fitted} bytes, dictionary {dictionary}"
+        );
+        // Fewer ids, each in many rows: the sample sees nearly all of them, often.
+        let few = zstd().fitted_to(&[drawn(400_000, 2_000)], 400_000);
+        assert!(few.without_dictionary.is_empty(), "{few:?}");
+    }
+
+    #[test]
+    fn distinct_values_are_estimated_from_those_seen_once_and_twice() {
+        let sample = |batch: RecordBatch| Distinct::count(batch.column(0)).unwrap();
+        // 16,384 draws from 100,000 ids: about 15,100 seen, 13,900 once, 1,100 twice.
+        let many = sample(drawn(16_384, 100_000));
+        let estimate = many.in_rows(1_000_000);
+        assert!(
+            (90_000.0..110_000.0).contains(&estimate),
+            "{many:?}: {estimate}"
+        );
+        // All seen often: no more than were seen.
+        let few = sample(drawn(16_384, 50));
+        assert_eq!(few.values, 50);
+        assert_eq!(few.in_rows(1_000_000), 50.0);
+        // All seen once: one per row, at most.
+        let unique = sample(column(0..16_384));
+        assert_eq!((unique.values, unique.once), (16_384, 16_384));
+        assert_eq!(unique.in_rows(1_000_000), 1_000_000.0);
+        // Nulls are not values.
+        let nulls: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(1), None]));
+        let counted = Distinct::count(&nulls).unwrap();
+        assert_eq!((counted.rows, counted.values, counted.once), (2, 1, 0));
+        // Strings have no fixed width.
+        let names: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
+        assert_eq!(Distinct::count(&names), None);
     }
 
     #[test]
