@@ -1,5 +1,5 @@
-//! File operations: the order of fsyncs that makes a file exist, whole, after power loss, and
-//! reading a file without writing to its inode.
+//! File operations: the order of fsyncs that makes a file exist, whole, after power loss,
+//! syncing a large file as it is written, and reading a file without writing to its inode.
 //!
 //! Hazard: a rename is durable only once the directory holding it is fsynced, and a new directory
 //! only once its parent is. Every helper here fsyncs the file first, then the directory entries.
@@ -7,6 +7,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
+use std::thread::JoinHandle;
 
 /// Fsyncs a directory so that the entries created, renamed or removed in it are durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -65,12 +66,121 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> 
     sync_dir(dir)
 }
 
+/// Bytes a [`SyncBehind`] writes between the syncs it starts behind the writer.
+pub const SYNC_BEHIND_BYTES: u64 = 16 << 20;
+
+/// A new file written to be fsynced when whole, which syncs what was written so far on a
+/// thread of its own every [`SYNC_BEHIND_BYTES`] (one sync at a time), while the writer goes
+/// on. The page cache holds a written file's pages until the kernel writes them back, 30
+/// seconds later by default, so a large file's closing fsync otherwise writes all of it while
+/// the writer waits: for the compaction lab's 52 MB file, 84 ms with both cores idle. Synced
+/// behind, it waits for what was written since the last sync.
+///
+/// [`SyncBehind::finish`] waits for the sync in flight and then fsyncs the file; a sync behind
+/// that failed fails it. Dropped unfinished (a write that failed), it leaves any sync in flight
+/// to end on its own.
+pub struct SyncBehind {
+    file: File,
+    written: u64,
+    synced_to: u64,
+    in_flight: Option<JoinHandle<io::Result<()>>>,
+    syncs: u32,
+}
+
+impl SyncBehind {
+    /// `file`, new and empty, written from its start.
+    pub fn new(file: File) -> Self {
+        Self {
+            file,
+            written: 0,
+            synced_to: 0,
+            in_flight: None,
+            syncs: 0,
+        }
+    }
+
+    /// Waits for the sync in flight, fsyncs the file, and returns it with how many syncs ran
+    /// behind the writer.
+    pub fn finish(mut self) -> io::Result<(File, u32)> {
+        self.wait()?;
+        self.file.sync_all()?;
+        Ok((self.file, self.syncs))
+    }
+
+    /// Waits for the sync in flight, if any: its error, or a panic of its thread, as an error.
+    fn wait(&mut self) -> io::Result<()> {
+        match self.in_flight.take().map(JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(io::Error::other("a sync behind the writer panicked")),
+        }
+    }
+
+    /// Starts syncing what was written, unless a sync is still in flight (the next write
+    /// tries again).
+    fn sync_behind(&mut self) -> io::Result<()> {
+        if self.in_flight.as_ref().is_some_and(|t| !t.is_finished()) {
+            return Ok(());
+        }
+        self.wait()?;
+        let file = self.file.try_clone()?;
+        self.in_flight = Some(
+            std::thread::Builder::new()
+                .name("sync-behind".into())
+                .spawn(move || file.sync_data())?,
+        );
+        self.synced_to = self.written;
+        self.syncs += 1;
+        Ok(())
+    }
+}
+
+impl Write for SyncBehind {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.synced_to >= SYNC_BEHIND_BYTES {
+            self.sync_behind()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_file_synced_behind_its_writer_is_whole_and_synced_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("part.parquet");
+        let mut writer = SyncBehind::new(File::create(&path).unwrap());
+        // Two and a half times the interval, in writes that do not divide it: at least two
+        // syncs start behind the writer (one may still be in flight when the next is due).
+        let total = SYNC_BEHIND_BYTES as usize * 5 / 2;
+        let bytes: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+        for piece in bytes.chunks(1_000_003) {
+            writer.write_all(piece).unwrap();
+        }
+        let (file, syncs) = writer.finish().unwrap();
+        drop(file);
+        assert!((1..=2).contains(&syncs), "{syncs} syncs");
+        assert_eq!(fs::read(&path).unwrap(), bytes);
+        // A file smaller than the interval is synced once, at the end.
+        let small = dir.path().join("small.parquet");
+        let mut writer = SyncBehind::new(File::create(&small).unwrap());
+        writer.write_all(b"rows").unwrap();
+        let (_, syncs) = writer.finish().unwrap();
+        assert_eq!(syncs, 0);
+        assert_eq!(fs::read(&small).unwrap(), b"rows");
+    }
 
     #[cfg(target_os = "linux")]
     #[test]

@@ -2,7 +2,9 @@
 //! GCS, Azure), behind one set of file operations for the sink, the compactor and readers.
 //!
 //! In a folder a file is written under a hidden temporary name, fsynced, renamed into place and
-//! its folder fsynced: readers (and a crash) see no file or the whole file. In an object store a
+//! its folder fsynced: readers (and a crash) see no file or the whole file. A large file is
+//! synced behind its writer as it grows ([`fsio::SyncBehind`]), so the closing fsync has only
+//! its last few MiB to write. In an object store a
 //! file is one PUT, which is all-or-nothing by itself.
 //!
 //! deltalake-core itself knows only `file://` and `memory://` tables; its cloud crates bring
@@ -425,10 +427,14 @@ fn write_local(
 ) -> Result<u64, SinkError> {
     let describe = || tmp.display().to_string();
     let mut file = File::create(tmp).map_err(|e| io_error(&describe(), "create", e))?;
-    encode(&mut file)?;
     if sync == FileSync::Durable {
-        file.sync_all()
+        let mut writer = fsio::SyncBehind::new(file);
+        encode(&mut writer)?;
+        (file, _) = writer
+            .finish()
             .map_err(|e| io_error(&describe(), "fsync", e))?;
+    } else {
+        encode(&mut file)?;
     }
     Ok(file
         .metadata()
