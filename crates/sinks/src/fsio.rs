@@ -117,20 +117,23 @@ impl SyncBehind {
     }
 
     /// Starts syncing what was written, unless a sync is still in flight (the next write
-    /// tries again).
+    /// tries again). A sync that failed fails the write; one that cannot start (no thread to
+    /// be had) is skipped, and the closing fsync writes what it would have.
     fn sync_behind(&mut self) -> io::Result<()> {
         if self.in_flight.as_ref().is_some_and(|t| !t.is_finished()) {
             return Ok(());
         }
         self.wait()?;
-        let file = self.file.try_clone()?;
-        self.in_flight = Some(
+        let started = self.file.try_clone().and_then(|file| {
             std::thread::Builder::new()
                 .name("sync-behind".into())
-                .spawn(move || file.sync_data())?,
-        );
+                .spawn(move || file.sync_data())
+        });
         self.synced_to = self.written;
-        self.syncs += 1;
+        if let Ok(thread) = started {
+            self.in_flight = Some(thread);
+            self.syncs += 1;
+        }
         Ok(())
     }
 }
@@ -162,8 +165,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("part.parquet");
         let mut writer = SyncBehind::new(File::create(&path).unwrap());
-        // Two and a half times the interval, in writes that do not divide it: at least two
-        // syncs start behind the writer (one may still be in flight when the next is due).
+        // Two and a half times the interval, in writes that do not divide it: one sync starts
+        // behind the writer, and a second if the first is done by the time it is due.
         let total = SYNC_BEHIND_BYTES as usize * 5 / 2;
         let bytes: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
         for piece in bytes.chunks(1_000_003) {

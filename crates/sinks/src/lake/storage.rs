@@ -4,8 +4,8 @@
 //! In a folder a file is written under a hidden temporary name, fsynced, renamed into place and
 //! its folder fsynced: readers (and a crash) see no file or the whole file. A large file is
 //! synced behind its writer as it grows ([`fsio::SyncBehind`]), so the closing fsync has only
-//! its last few MiB to write. In an object store a
-//! file is one PUT, which is all-or-nothing by itself.
+//! its last few MiB to write. In an object store a file is one PUT, which is all-or-nothing by
+//! itself.
 //!
 //! deltalake-core itself knows only `file://` and `memory://` tables; its cloud crates bring
 //! each cloud's SDK (and, for S3, a DynamoDB lock). [`register_object_stores`] instead teaches it
