@@ -2,10 +2,10 @@
 //! GCS, Azure), behind one set of file operations for the sink, the compactor and readers.
 //!
 //! In a folder a file is written under a hidden temporary name, fsynced, renamed into place and
-//! its folder fsynced: readers (and a crash) see no file or the whole file. A large file is
-//! synced behind its writer as it grows ([`fsio::SyncBehind`]), so the closing fsync has only
-//! its last few MiB to write. In an object store a file is one PUT, which is all-or-nothing by
-//! itself.
+//! its folder fsynced: readers (and a crash) see no file or the whole file. A large file's bulk
+//! is written with direct I/O as it grows ([`fsio::DurableFile`]), past the page cache, so the
+//! closing fsync has only its last few MiB to write. In an object store a file is one PUT,
+//! which is all-or-nothing by itself.
 //!
 //! deltalake-core itself knows only `file://` and `memory://` tables; its cloud crates bring
 //! each cloud's SDK (and, for S3, a DynamoDB lock). [`register_object_stores`] instead teaches it
@@ -426,16 +426,19 @@ fn write_local(
     encode: impl FnOnce(&mut (dyn Write + Send)) -> Result<(), SinkError>,
 ) -> Result<u64, SinkError> {
     let describe = || tmp.display().to_string();
-    let mut file = File::create(tmp).map_err(|e| io_error(&describe(), "create", e))?;
-    if sync == FileSync::Durable {
-        let mut writer = fsio::SyncBehind::new(file);
+    let file = if sync == FileSync::Durable {
+        let mut writer =
+            fsio::DurableFile::create(tmp).map_err(|e| io_error(&describe(), "create", e))?;
         encode(&mut writer)?;
-        (file, _) = writer
+        let (file, _) = writer
             .finish()
-            .map_err(|e| io_error(&describe(), "fsync", e))?;
+            .map_err(|e| io_error(&describe(), "write and fsync", e))?;
+        file
     } else {
+        let mut file = File::create(tmp).map_err(|e| io_error(&describe(), "create", e))?;
         encode(&mut file)?;
-    }
+        file
+    };
     Ok(file
         .metadata()
         .map_err(|e| io_error(&describe(), "stat", e))?
