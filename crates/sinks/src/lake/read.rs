@@ -143,21 +143,23 @@ pub(crate) fn files_of(state: &DeltaTableState) -> Vec<LiveFile> {
     // An unpartitioned table's files have no partition values: building each one's empty map
     // from the log would cost more than the rest of this.
     let partitioned = !state.metadata().partition_columns().is_empty();
-    state
-        .log_data()
-        .iter()
-        .map(|file| LiveFile {
-            relative: file.path().into_owned(),
-            partition_values: if partitioned {
-                file.partition_values_map()
-            } else {
-                HashMap::new()
-            },
-            bytes: u64::try_from(file.size()).unwrap_or(0),
-            rows: file.num_records().map(|n| n as u64),
-            added_ms: file.modification_time(),
-        })
-        .collect()
+    let log = state.log_data();
+    // Sized up front: grown as it filled, the list (about 100 bytes a file) was copied into
+    // fresh memory at every doubling, half the time of building it for 20,000 files (`perf`:
+    // 1.5-1.85% of `sluice compact`'s CPU samples on the compaction lab's files, then 0.9%).
+    let mut files = Vec::with_capacity(log.num_files());
+    files.extend(log.iter().map(|file| LiveFile {
+        relative: file.path().into_owned(),
+        partition_values: if partitioned {
+            file.partition_values_map()
+        } else {
+            HashMap::new()
+        },
+        bytes: u64::try_from(file.size()).unwrap_or(0),
+        rows: file.num_records().map(|n| n as u64),
+        added_ms: file.modification_time(),
+    }));
+    files
 }
 
 /// The files as the compaction policy sees them.
