@@ -79,9 +79,9 @@ const DIRECT_ALIGN: usize = 4096;
 /// through the page cache before the closing fsync.
 ///
 /// Written through the page cache, a large file costs a copy of every byte into cache pages
-/// (on the virtual machines measured here, where memory the kernel freed is handed back to the
-/// host, that copy ran at 0.3-0.5 GB/s: 52 MB took about 0.12 s of CPU), and the closing fsync
-/// then writes whatever writeback has not yet. Direct chunks cost neither; the price is that
+/// (on the virtual machines measured here, filling fresh cache pages ran at 0.3-0.5 GB/s: 52
+/// MB took about 0.12 s of CPU), and the closing fsync then writes whatever writeback has not
+/// yet. Direct chunks cost neither; the price is that
 /// the file is not in the page cache afterwards, so its first reader reads it from the device.
 /// A small file (a flush's part) never reaches a chunk and is written as before.
 ///
