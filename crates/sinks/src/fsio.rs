@@ -207,6 +207,8 @@ impl Write for DurableFile {
         Ok(buf.len())
     }
 
+    /// Leaves what is held in memory there: a partial chunk cannot be written directly, and
+    /// [`DurableFile::finish`] writes it.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
