@@ -81,9 +81,9 @@ const DIRECT_ALIGN: usize = 4096;
 /// Written through the page cache, a large file costs a copy of every byte into cache pages
 /// (on the virtual machines measured here, filling fresh cache pages ran at 0.3-0.5 GB/s: 52
 /// MB took about 0.12 s of CPU), and the closing fsync then writes whatever writeback has not
-/// yet. Direct chunks cost neither; the price is that
-/// the file is not in the page cache afterwards, so its first reader reads it from the device.
-/// A small file (a flush's part) never reaches a chunk and is written as before.
+/// yet. Direct chunks cost neither; the price is that the file is not in the page cache
+/// afterwards, so its first reader reads it from the device. A small file (a flush's part)
+/// never reaches a chunk and is written as before.
 ///
 /// Where the file system refuses direct I/O (the open or a write fails with `EINVAL`: tmpfs
 /// before Linux 6.6, some FUSE file systems), the rest of the file is written through the page
@@ -145,7 +145,9 @@ impl DurableFile {
     /// Leaves `Gathering` with `bytes`, a chunk's worth or more: direct I/O from here on if
     /// the file system takes it, otherwise plain writes.
     fn start_direct(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match open_direct(&self.path)?.zip(AlignedChunk::new()) {
+        let direct = open_direct(&self.path)?
+            .and_then(|file| AlignedChunk::new().map(|chunk| (file, chunk)));
+        match direct {
             Some((file, chunk)) => {
                 self.mode = Mode::Direct { file, chunk };
                 self.write_direct(bytes)
