@@ -354,6 +354,15 @@ impl TableSchema {
                 Ok(Column::new(field.name().clone(), ty))
             })
             .collect::<Result<Vec<_>, DecodeError>>()?;
+        if columns.is_empty() {
+            return Err(DecodeError::new(
+                None,
+                None,
+                "the first insert into a new table must name at least one column: every row of \
+                 this one is an empty object"
+                    .to_owned(),
+            ));
+        }
         if columns.len() > MAX_INFERRED_COLUMNS {
             return Err(DecodeError::new(
                 None,
@@ -520,5 +529,12 @@ mod tests {
     #[test]
     fn inference_needs_a_row() {
         assert!(TableSchema::infer(b"\n  \n").is_err());
+    }
+
+    #[test]
+    fn inference_needs_a_column_and_says_so() {
+        let err = TableSchema::infer(b"{}\n{}").unwrap_err();
+        assert!(err.to_string().contains("at least one column"), "{err}");
+        assert!(!err.to_string().contains("config"), "{err}");
     }
 }

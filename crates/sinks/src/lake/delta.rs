@@ -518,23 +518,23 @@ impl TableLog {
         }
         let guard = self.version_of(COMPACTOR_APP).await?.unwrap_or(0);
         let now = chrono::Utc::now().timestamp_millis();
-        let mut actions: Vec<Action> = inputs
-            .iter()
-            .map(|input| {
-                Action::Remove(Remove {
-                    path: input.relative.clone(),
-                    data_change: false,
-                    deletion_timestamp: Some(now),
-                    extended_file_metadata: Some(true),
-                    partition_values: Some(input.partition_values.clone()),
-                    size: i64::try_from(input.bytes).ok(),
-                    tags: None,
-                    deletion_vector: None,
-                    base_row_id: None,
-                    default_row_commit_version: None,
-                })
+        // Sized for the output's add too: pushed onto a full list, it would move the
+        // removals (5.6 MB for the compaction lab's 20,000 inputs, 280 bytes each) into fresh memory.
+        let mut actions: Vec<Action> = Vec::with_capacity(inputs.len() + 1);
+        actions.extend(inputs.iter().map(|input| {
+            Action::Remove(Remove {
+                path: input.relative.clone(),
+                data_change: false,
+                deletion_timestamp: Some(now),
+                extended_file_metadata: Some(true),
+                partition_values: Some(input.partition_values.clone()),
+                size: i64::try_from(input.bytes).ok(),
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
             })
-            .collect();
+        }));
         let bytes_out = u64::try_from(output.size).unwrap_or(0);
         actions.push(Action::Add(output));
         let properties = CommitProperties::default()
