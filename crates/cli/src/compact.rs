@@ -55,13 +55,22 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
 
     let mut tables = lake_tables(&settings)?;
     if let Some(only) = &args.table {
+        let undeclared = undeclared_tables(&settings, &tables);
         tables.retain(|def| def.name().as_str() == only);
         if tables.is_empty() {
+            let found = undeclared
+                .iter()
+                .find(|name| name.as_str() == only)
+                .map(|_| format!(": {}", undeclared_hint(&settings, only)))
+                .unwrap_or_default();
             bail!(
-                "there is no lake table '{only}' in {}",
+                "there is no lake table '{only}' in {}{found}",
                 settings.data_dir.display()
             );
         }
+    }
+    if tables.is_empty() {
+        tell_of_undeclared_tables(&settings, &tables);
     }
 
     let lake = LakeSink::new(settings.lake.clone())?;
@@ -89,6 +98,8 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
             .map(|(name, report)| Ok((name.clone(), serde_json::to_value(report)?)))
             .collect::<Result<_>>()?;
         println!("{}", serde_json::to_string_pretty(&figures)?);
+    } else if reports.is_empty() {
+        println!("(no lake tables)");
     } else {
         print_table(&reports);
         println!("{:.2} s in all", started.elapsed().as_secs_f64());
@@ -134,6 +145,44 @@ pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
         }
     }
     Ok(tables)
+}
+
+/// The folders of the lake that hold a Delta table none of `known` names: tables neither the
+/// config given nor the data directory's catalog declares (another config's, or written by
+/// another tool), which `sluice compact` and `sluice parts` leave alone. Only a lake in a
+/// folder is looked through.
+fn undeclared_tables(settings: &Settings, known: &[TableDef]) -> Vec<String> {
+    let Some(Ok(entries)) = settings.lake.root.folder().map(std::fs::read_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|entry| entry.path().join("_delta_log").is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !known.iter().any(|def| def.name().as_str() == name))
+        .collect();
+    names.sort();
+    names
+}
+
+/// What to do about the undeclared table `name`.
+fn undeclared_hint(settings: &Settings, name: &str) -> String {
+    let folder = settings.lake.root.folder().map_or_else(
+        || name.to_owned(),
+        |root| root.join(name).display().to_string(),
+    );
+    format!(
+        "{folder} holds a Delta table that neither the config given nor the data directory's \
+         catalog declares; give the config that declares it (--config)"
+    )
+}
+
+/// Says on stderr, when the lake has no tables to work on, which of its folders hold Delta
+/// tables nothing declares: a missing `--config` is the likely mistake.
+pub(crate) fn tell_of_undeclared_tables(settings: &Settings, known: &[TableDef]) {
+    for name in undeclared_tables(settings, known) {
+        eprintln!("note: {}", undeclared_hint(settings, &name));
+    }
 }
 
 fn bar(table: &str, hidden: bool) -> ProgressBar {

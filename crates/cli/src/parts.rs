@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use sluice_sinks::lake::{LakeTable, LiveFile};
 
-use crate::compact::{human_bytes, lake_tables};
+use crate::compact::{human_bytes, lake_tables, tell_of_undeclared_tables};
 use crate::config::load_settings;
 
 /// `sluice parts` flags.
@@ -48,7 +48,11 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     let settings = load_settings(args.config.as_deref(), args.data_dir)?;
     let policy = settings.compaction.policy;
     let mut rows = Vec::new();
-    for table in &lake_tables(&settings)? {
+    let tables = lake_tables(&settings)?;
+    if tables.is_empty() {
+        tell_of_undeclared_tables(&settings, &tables);
+    }
+    for table in &tables {
         // A table declared (or in the catalog) that no flush has landed in yet.
         let Some(lake_table) = LakeTable::open(&settings.lake, table.name().as_str())
             .await

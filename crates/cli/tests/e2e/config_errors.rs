@@ -1,7 +1,9 @@
 //! What stops sluice at once, with a message saying why: a bad config file (naming the setting),
 //! a declared table its store cannot hold, logged inserts into a table that was deleted, a data
 //! directory another server is using, a data directory that is not there. And one change that
-//! must not stop it: a column dropped from a table while inserts into it are still logged.
+//! must not stop it: a column dropped from a table while inserts into it are still logged. The
+//! maintenance commands, given no config, name the Delta tables in the lake that nothing
+//! declares.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -278,4 +280,98 @@ fn parts_and_compact_refuse_a_data_directory_that_is_not_there_and_make_nothing(
         "{out}"
     );
     assert!(!data.join("declared").exists(), "parts created the table");
+}
+
+#[tokio::test]
+async fn parts_and_compact_name_a_delta_table_nothing_declares() {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use sluice_core::{Column, ColumnType, FlushPolicy, TableDef, TableLayout, TableName};
+    use sluice_sinks::{LakeConfig, LakeSink};
+
+    // A table another config declared: its folder holds a real Delta table, and neither the
+    // data directory's catalog nor the commands' missing config names it.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let layout = TableLayout {
+        columns: vec![Column::new("id", ColumnType::Int64).required()],
+        partition_by: String::new(),
+        sort_by: Vec::new(),
+    };
+    let table = TableDef::new(
+        TableName::new("declared").unwrap(),
+        layout,
+        FlushPolicy::default(),
+    )
+    .unwrap();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let batches = (0..4)
+        .map(|i| {
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![i]))]).unwrap()
+        })
+        .collect();
+    LakeSink::new(LakeConfig::new(&data))
+        .unwrap()
+        .bulk_append(&table, batches, false)
+        .await
+        .unwrap();
+    assert!(data.join("declared/_delta_log").is_dir());
+
+    let run = |args: &[&std::ffi::OsStr]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let folder = data.join("declared").display().to_string();
+    for command in ["parts", "compact"] {
+        let (ok, out, err) = run(&[command.as_ref(), "--data-dir".as_ref(), data.as_os_str()]);
+        assert!(ok, "{command}: {err}");
+        assert!(out.contains("(no lake tables)"), "{command}: {out}");
+        assert!(
+            err.contains(&folder) && err.contains("declares") && err.contains("--config"),
+            "{command}: {err}"
+        );
+    }
+    // Asked for by name, it is an error that says the same.
+    let (ok, _, err) = run(&[
+        "compact".as_ref(),
+        "--table".as_ref(),
+        "declared".as_ref(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("there is no lake table 'declared'") && err.contains(&folder),
+        "{err}"
+    );
+    // With the config that declares it, the commands see it and have nothing to say.
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[tables.declared]\ncolumns = [{ name = \"id\", type = \"int64\" }]\n",
+    )
+    .unwrap();
+    let (ok, out, err) = run(&[
+        "parts".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("declared ") && l.contains(" 4 ")),
+        "{out}"
+    );
+    assert!(!err.contains("note:"), "{err}");
 }
