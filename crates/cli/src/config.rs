@@ -425,6 +425,8 @@ impl FileConfig {
             .collect();
         sluice_sinks::lake::retry_config(&lake.storage_options)
             .map_err(|reason| ConfigError::new("lake.storage", reason))?;
+        sluice_sinks::lake::check_storage_options(&lake.root, &lake.storage_options)
+            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
         if let Some(interval) = self.lake.checkpoint_interval {
             if interval == 0 {
                 return Err(ConfigError::new(
@@ -699,6 +701,10 @@ mod tests {
             ("body_timeout = \"0s\"", "body_timeout"),
             (
                 "[lake]\nroot = \"s3://b/l\"\n[lake.storage]\nRETRY_TIMEOUT = \"soon\"",
+                "lake.storage",
+            ),
+            (
+                "[lake]\nroot = \"s3://b/l\"\n[lake.storage]\naws_acess_key_id = \"x\"",
                 "lake.storage",
             ),
             (

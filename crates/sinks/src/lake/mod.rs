@@ -79,4 +79,6 @@ pub use read::{
     live_files_blocking, part_sizes,
 };
 pub use sink::LakeSink;
-pub use storage::{DEFAULT_MAX_RETRIES, DEFAULT_RETRY_TIMEOUT, retry_config};
+pub use storage::{
+    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_TIMEOUT, check_storage_options, retry_config,
+};

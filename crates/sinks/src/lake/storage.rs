@@ -106,6 +106,50 @@ pub fn retry_config(options: &HashMap<String, String>) -> Result<RetryConfig, St
     Ok(retry)
 }
 
+/// Checks the options a lake at `root` is opened with (`[lake.storage]`, keys in any case): each
+/// must be one object_store's client for that cloud knows (`aws_*` for S3, `google_*` for GCS,
+/// `azure_*` for Azure, and the client options every cloud shares, such as `timeout`), or one
+/// of sluice's retry options ([`retry_config`]). The store is built from those and nothing
+/// else, so an option misspelt (`aws_acess_key_id`) would otherwise be dropped without a word,
+/// and show only as a failed request at the first flush. The error names the option. A folder
+/// takes no options; that is the config's to refuse.
+pub fn check_storage_options(
+    root: &LakeRoot,
+    options: &HashMap<String, String>,
+) -> Result<(), String> {
+    use object_store::aws::AmazonS3ConfigKey;
+    use object_store::azure::AzureConfigKey;
+    use object_store::gcp::GoogleConfigKey;
+    let LakeRoot::Url(url) = root else {
+        return Ok(());
+    };
+    let (scheme, _) = ObjectStoreScheme::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let mut keys: Vec<&String> = options.keys().collect();
+    keys.sort();
+    for key in keys {
+        let lower = key.to_ascii_lowercase();
+        if is_retry_key(&lower) {
+            continue;
+        }
+        let (known, cloud) = match scheme {
+            ObjectStoreScheme::AmazonS3 => (lower.parse::<AmazonS3ConfigKey>().is_ok(), "S3"),
+            ObjectStoreScheme::GoogleCloudStorage => {
+                (lower.parse::<GoogleConfigKey>().is_ok(), "GCS")
+            }
+            ObjectStoreScheme::MicrosoftAzure => (lower.parse::<AzureConfigKey>().is_ok(), "Azure"),
+            _ => (false, "this store"),
+        };
+        if !known {
+            return Err(format!(
+                "'{key}' is not an option of object_store's {cloud} client, nor one of \
+                 sluice's ({}): check its spelling against object_store's names",
+                RETRY_KEYS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Builds object stores with object_store's clients, with sluice's retries
 /// ([`retry_config`]); every other option goes to the client as object_store spells it.
 struct CloudStores;
@@ -526,6 +570,65 @@ fn store_error(what: &str, action: &str, e: object_store::Error) -> SinkError {
 mod tests {
     use super::*;
     use crate::lake::part::{compacted_name, part_name};
+
+    fn options(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn storage_options_are_the_clouds_own_or_sluices_retries() {
+        let root = |url: &str| LakeRoot::parse(url).unwrap();
+        let s3 = options(&[
+            ("aws_access_key_id", "k"),
+            ("AWS_ENDPOINT", "http://127.0.0.1:9000"),
+            ("aws_allow_http", "true"),
+            ("timeout", "10s"),
+            ("max_retries", "2"),
+            ("RETRY_TIMEOUT", "5s"),
+        ]);
+        assert_eq!(check_storage_options(&root("s3://b/lake"), &s3), Ok(()));
+        let gcs = options(&[("google_service_account", "/k.json"), ("timeout", "10s")]);
+        assert_eq!(check_storage_options(&root("gs://b/lake"), &gcs), Ok(()));
+        let azure = options(&[
+            ("azure_storage_account_name", "a"),
+            ("azure_allow_http", "1"),
+        ]);
+        assert_eq!(
+            check_storage_options(&root("abfss://c@a.dfs.core.windows.net/lake"), &azure),
+            Ok(())
+        );
+        // A misspelt key, and another cloud's key, are named.
+        let typo = options(&[("aws_region", "eu"), ("aws_acess_key_id", "k")]);
+        let err = check_storage_options(&root("s3://b/lake"), &typo).unwrap_err();
+        assert!(
+            err.contains("'aws_acess_key_id'") && err.contains("S3"),
+            "{err}"
+        );
+        let err = check_storage_options(&root("gs://b/lake"), &options(&[("aws_region", "eu")]))
+            .unwrap_err();
+        assert!(err.contains("'aws_region'") && err.contains("GCS"), "{err}");
+        // A folder takes none; the config refuses them there.
+        assert_eq!(
+            check_storage_options(&root("/tmp/lake"), &typo),
+            Ok(()),
+            "a folder's options are the config's to refuse"
+        );
+    }
+
+    #[test]
+    fn a_gcs_root_builds_its_client_from_the_options() {
+        // No request is made: the client is built, with the table's path under the bucket.
+        let url = Url::parse("gs://bucket/lake/events/").unwrap();
+        let config =
+            StorageConfig::parse_options([("google_skip_signature", "true"), ("timeout", "5s")])
+                .unwrap();
+        let (store, path) = CloudStores.parse_url_opts(&url, &config).unwrap();
+        assert_eq!(path.as_ref(), "lake/events");
+        assert!(store.to_string().contains("GoogleCloudStorage"), "{store}");
+    }
 
     #[test]
     fn data_files_are_parts_outside_underscore_folders() {
