@@ -70,7 +70,7 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
         }
     }
     if tables.is_empty() {
-        tell_of_undeclared_tables(&settings, &tables);
+        tell_of_undeclared_tables(&settings);
     }
 
     let lake = LakeSink::new(settings.lake.clone())?;
@@ -177,10 +177,10 @@ fn undeclared_hint(settings: &Settings, name: &str) -> String {
     )
 }
 
-/// Says on stderr, when the lake has no tables to work on, which of its folders hold Delta
-/// tables nothing declares: a missing `--config` is the likely mistake.
-pub(crate) fn tell_of_undeclared_tables(settings: &Settings, known: &[TableDef]) {
-    for name in undeclared_tables(settings, known) {
+/// Says on stderr, for a lake with no tables to work on, which of its folders hold Delta tables
+/// nothing declares: a missing `--config` is the likely mistake.
+pub(crate) fn tell_of_undeclared_tables(settings: &Settings) {
+    for name in undeclared_tables(settings, &[]) {
         eprintln!("note: {}", undeclared_hint(settings, &name));
     }
 }

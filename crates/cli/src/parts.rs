@@ -50,7 +50,7 @@ pub async fn run(args: PartsArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     let tables = lake_tables(&settings)?;
     if tables.is_empty() {
-        tell_of_undeclared_tables(&settings, &tables);
+        tell_of_undeclared_tables(&settings);
     }
     for table in &tables {
         // A table declared (or in the catalog) that no flush has landed in yet.
