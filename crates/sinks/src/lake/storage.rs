@@ -164,7 +164,9 @@ impl ObjectStoreFactory for CloudStores {
         let (scheme, path) = ObjectStoreScheme::parse(url).map_err(object_store::Error::from)?;
         let path = StorePath::parse(path)?;
         let options = config.raw.iter().filter(|(key, _)| !is_retry_key(key));
-        // Each cloud's builder, given the options its client knows (others are ignored).
+        // Each cloud's builder, given the options its client knows. Others are ignored: the
+        // config's were checked at start (`check_storage_options`), so only variables of the
+        // environment with the cloud's prefix that its client does not read are left.
         macro_rules! build {
             ($builder:ty) => {{
                 let builder = options.fold(
