@@ -69,42 +69,106 @@ pub const DEFAULT_MAX_RETRIES: usize = 3;
 /// default), so a store that does not answer is an error of the flush within about that.
 pub const DEFAULT_RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The options of `[lake.storage]` that set object_store's retries (deltalake's names for them)
-/// rather than its client.
-const RETRY_KEYS: [&str; 2] = ["max_retries", "retry_timeout"];
+/// The options of `[lake.storage]` that set object_store's retries rather than its client,
+/// each with the other spellings deltalake takes for it.
+const RETRY_KEYS: [(&str, &[&str]); 5] = [
+    ("max_retries", &[]),
+    ("retry_timeout", &[]),
+    (
+        "init_backoff",
+        &["backoff_config.init_backoff", "backoff.init_backoff"],
+    ),
+    (
+        "max_backoff",
+        &["backoff_config.max_backoff", "backoff.max_backoff"],
+    ),
+    ("base", &["backoff_config.base", "backoff.base"]),
+];
 
-/// Whether `key` is one of [`RETRY_KEYS`] (in any case, as every option is).
+/// The retry option `key` is a spelling of (in any case, as every option is), if any.
+fn retry_key(key: &str) -> Option<&'static str> {
+    RETRY_KEYS
+        .iter()
+        .find(|(name, aliases)| {
+            name.eq_ignore_ascii_case(key) || aliases.iter().any(|a| a.eq_ignore_ascii_case(key))
+        })
+        .map(|(name, _)| *name)
+}
+
+/// Whether `key` is one of [`RETRY_KEYS`].
 fn is_retry_key(key: &str) -> bool {
-    RETRY_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key))
+    retry_key(key).is_some()
 }
 
 /// object_store's retries for a store opened with `options` (keys in any case):
-/// [`DEFAULT_MAX_RETRIES`] and [`DEFAULT_RETRY_TIMEOUT`] unless the options set them. The error
-/// names the option.
+/// [`DEFAULT_MAX_RETRIES`] and [`DEFAULT_RETRY_TIMEOUT`] unless the options set them, and
+/// object_store's backoff between tries (100 ms at first, doubling, at most 15 s) unless
+/// `init_backoff`, `max_backoff` or `base` set it. The error names the option.
 pub fn retry_config(options: &HashMap<String, String>) -> Result<RetryConfig, String> {
     let mut retry = RetryConfig {
         max_retries: DEFAULT_MAX_RETRIES,
         retry_timeout: DEFAULT_RETRY_TIMEOUT,
         ..RetryConfig::default()
     };
-    let option = |name: &str| {
-        options
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value)
+    let duration = |key: &str, value: &str| {
+        humantime::parse_duration(value.trim())
+            .map_err(|e| format!("{key}: '{value}' is not a duration ({e})"))
     };
-    if let Some(value) = option("max_retries") {
-        retry.max_retries = value
-            .trim()
-            .parse()
-            .map_err(|e| format!("max_retries: '{value}' is not a count ({e})"))?;
+    // Sorted, so that of two options in error the same one is named every time.
+    let mut given: Vec<(&String, &String)> = options.iter().collect();
+    given.sort();
+    for (key, value) in given {
+        match retry_key(key) {
+            Some("max_retries") => {
+                retry.max_retries = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("{key}: '{value}' is not a count ({e})"))?;
+            }
+            Some("retry_timeout") => retry.retry_timeout = duration(key, value)?,
+            Some("init_backoff") => retry.backoff.init_backoff = duration(key, value)?,
+            Some("max_backoff") => retry.backoff.max_backoff = duration(key, value)?,
+            Some("base") => {
+                retry.backoff.base = value
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|base| base.is_finite() && *base > 1.0)
+                    .ok_or_else(|| {
+                        format!(
+                            "{key}: '{value}' is not a backoff base (a number above 1: each \
+                             wait is up to this many times the one before)"
+                        )
+                    })?;
+            }
+            _ => {}
+        }
     }
-    if let Some(value) = option("retry_timeout") {
-        retry.retry_timeout = humantime::parse_duration(value.trim())
-            .map_err(|e| format!("retry_timeout: '{value}' is not a duration ({e})"))?;
+    // object_store draws each wait from `init_backoff` to `base` times the last one, capped
+    // at `max_backoff`: that range must never be empty (its random draw would panic), and
+    // the cap must convert back to a duration.
+    let backoff = &retry.backoff;
+    let format = |d: Duration| humantime::format_duration(d).to_string();
+    if backoff.init_backoff.is_zero() || backoff.init_backoff > MAX_BACKOFF {
+        return Err(format!(
+            "init_backoff: {} is not between a nanosecond and {}",
+            format(backoff.init_backoff),
+            format(MAX_BACKOFF)
+        ));
+    }
+    if backoff.max_backoff < backoff.init_backoff || backoff.max_backoff > MAX_BACKOFF {
+        return Err(format!(
+            "max_backoff: {} is not between init_backoff ({}) and {}",
+            format(backoff.max_backoff),
+            format(backoff.init_backoff),
+            format(MAX_BACKOFF)
+        ));
     }
     Ok(retry)
 }
+
+/// The longest wait between two tries of a request that `[lake.storage]` may set.
+const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
 
 /// Checks the options a lake at `root` is opened with (`[lake.storage]`, keys in any case): each
 /// must be one object_store's client for that cloud knows (`aws_*` for S3, `google_*` for GCS,
@@ -143,7 +207,7 @@ pub fn check_storage_options(
             return Err(format!(
                 "'{key}' is not an option of object_store's {cloud} client, nor one of \
                  sluice's ({}): check its spelling against object_store's names",
-                RETRY_KEYS.join(", ")
+                RETRY_KEYS.map(|(name, _)| name).join(", ")
             ));
         }
     }
@@ -618,6 +682,51 @@ mod tests {
             Ok(()),
             "a folder's options are the config's to refuse"
         );
+    }
+
+    #[test]
+    fn retries_and_their_backoff_are_set_by_their_options_and_checked() {
+        let default = retry_config(&HashMap::new()).unwrap();
+        assert_eq!(default.max_retries, DEFAULT_MAX_RETRIES);
+        assert_eq!(default.retry_timeout, DEFAULT_RETRY_TIMEOUT);
+        assert_eq!(default.backoff.init_backoff, Duration::from_millis(100));
+
+        // deltalake's spellings of the backoff options are taken too.
+        let set = retry_config(&options(&[
+            ("MAX_RETRIES", "7"),
+            ("retry_timeout", "1m"),
+            ("backoff_config.init_backoff", "250ms"),
+            ("max_backoff", "5s"),
+            ("backoff.base", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(set.max_retries, 7);
+        assert_eq!(set.retry_timeout, Duration::from_secs(60));
+        assert_eq!(set.backoff.init_backoff, Duration::from_millis(250));
+        assert_eq!(set.backoff.max_backoff, Duration::from_secs(5));
+        assert_eq!(set.backoff.base, 3.0);
+        let root = LakeRoot::parse("s3://b/lake").unwrap();
+        assert_eq!(
+            check_storage_options(&root, &options(&[("backoff_config.max_backoff", "5s")])),
+            Ok(())
+        );
+
+        // Values object_store could not draw a wait from are refused, naming the option.
+        for (pairs, named) in [
+            (&[("base", "1")][..], "base"),
+            (&[("base", "NaN")][..], "base"),
+            (&[("init_backoff", "0s")][..], "init_backoff"),
+            (
+                &[("init_backoff", "2s"), ("max_backoff", "1s")][..],
+                "max_backoff",
+            ),
+            (&[("max_backoff", "2days")][..], "max_backoff"),
+            (&[("max_retries", "many")][..], "max_retries"),
+            (&[("retry_timeout", "soon")][..], "retry_timeout"),
+        ] {
+            let err = retry_config(&options(pairs)).unwrap_err();
+            assert!(err.starts_with(named), "{pairs:?}: {err}");
+        }
     }
 
     #[test]
