@@ -146,7 +146,9 @@ pub fn retry_config(options: &HashMap<String, String>) -> Result<RetryConfig, St
     }
     // object_store draws each wait from `init_backoff` to `base` times the last one, capped
     // at `max_backoff`: that range must never be empty (its random draw would panic), and
-    // the cap must convert back to a duration.
+    // the cap must convert back to a duration. With every wait at least `init_backoff` (above
+    // zero) and `base` above 1, it never is: a positive float times the smallest float above 1
+    // is at least the next float up.
     let backoff = &retry.backoff;
     let format = |d: Duration| humantime::format_duration(d).to_string();
     if backoff.init_backoff.is_zero() || backoff.init_backoff > MAX_BACKOFF {
