@@ -518,8 +518,8 @@ impl TableLog {
         }
         let guard = self.version_of(COMPACTOR_APP).await?.unwrap_or(0);
         let now = chrono::Utc::now().timestamp_millis();
-        // Sized for the output's add too: pushed onto a full list, it would move the
-        // removals (5.6 MB for the compaction lab's 20,000 inputs, 280 bytes each) into fresh memory.
+        // Sized for the output's add too: pushed onto a full list, it would move the removals
+        // (5.6 MB for the compaction lab's 20,000 inputs, 280 bytes each) into fresh memory.
         let mut actions: Vec<Action> = Vec::with_capacity(inputs.len() + 1);
         actions.extend(inputs.iter().map(|input| {
             Action::Remove(Remove {
