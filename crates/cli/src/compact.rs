@@ -55,10 +55,10 @@ pub async fn run(args: CompactArgs) -> Result<ExitCode> {
 
     let mut tables = lake_tables(&settings)?;
     if let Some(only) = &args.table {
-        let undeclared = undeclared_tables(&settings, &tables);
         tables.retain(|def| def.name().as_str() == only);
         if tables.is_empty() {
-            let found = undeclared
+            // Not declared: a Delta table in its folder is another config's.
+            let found = delta_table_folders(&settings)
                 .iter()
                 .find(|name| name.as_str() == only)
                 .map(|_| format!(": {}", undeclared_hint(&settings, only)))
@@ -147,11 +147,11 @@ pub(crate) fn lake_tables(settings: &Settings) -> Result<Vec<TableDef>> {
     Ok(tables)
 }
 
-/// The folders of the lake that hold a Delta table none of `known` names: tables neither the
-/// config given nor the data directory's catalog declares (another config's, or written by
-/// another tool), which `sluice compact` and `sluice parts` leave alone. Only a lake in a
-/// folder is looked through.
-fn undeclared_tables(settings: &Settings, known: &[TableDef]) -> Vec<String> {
+/// The folders of the lake that hold a Delta table, by name. Looked through only once the
+/// tables asked for turn out undeclared, each of these is a table neither the config given nor
+/// the data directory's catalog declares (another config's, or written by another tool), which
+/// `sluice compact` and `sluice parts` leave alone. Only a lake in a folder is looked through.
+fn delta_table_folders(settings: &Settings) -> Vec<String> {
     let Some(Ok(entries)) = settings.lake.root.folder().map(std::fs::read_dir) else {
         return Vec::new();
     };
@@ -159,7 +159,6 @@ fn undeclared_tables(settings: &Settings, known: &[TableDef]) -> Vec<String> {
         .flatten()
         .filter(|entry| entry.path().join("_delta_log").is_dir())
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| !known.iter().any(|def| def.name().as_str() == name))
         .collect();
     names.sort();
     names
@@ -180,7 +179,7 @@ fn undeclared_hint(settings: &Settings, name: &str) -> String {
 /// Says on stderr, for a lake with no tables to work on, which of its folders hold Delta tables
 /// nothing declares: a missing `--config` is the likely mistake.
 pub(crate) fn tell_of_undeclared_tables(settings: &Settings) {
-    for name in undeclared_tables(settings, &[]) {
+    for name in delta_table_folders(settings) {
         eprintln!("note: {}", undeclared_hint(settings, &name));
     }
 }
