@@ -68,6 +68,8 @@ impl ConfigError {
 pub struct DecodeError {
     /// 1-based line of the body where the problem is, when it is known.
     pub line: Option<usize>,
+    /// 1-based byte of that line where the text stops being valid JSON, for syntax errors.
+    pub position: Option<usize>,
     /// The column involved, when there is one.
     pub field: Option<String>,
     /// What is wrong, in words.
@@ -78,6 +80,7 @@ impl DecodeError {
     pub(crate) fn new(line: Option<usize>, field: Option<String>, message: String) -> Self {
         Self {
             line,
+            position: None,
             field,
             message,
         }
@@ -86,11 +89,12 @@ impl DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.line, &self.field) {
-            (Some(line), Some(field)) => write!(f, "line {line}, column '{field}': ")?,
-            (Some(line), None) => write!(f, "line {line}: ")?,
-            (None, Some(field)) => write!(f, "column '{field}': ")?,
-            (None, None) => {}
+        match (&self.line, &self.position, &self.field) {
+            (Some(line), Some(position), _) => write!(f, "line {line}, column {position}: ")?,
+            (Some(line), None, Some(field)) => write!(f, "line {line}, column '{field}': ")?,
+            (Some(line), None, None) => write!(f, "line {line}: ")?,
+            (None, _, Some(field)) => write!(f, "column '{field}': ")?,
+            (None, _, None) => {}
         }
         f.write_str(&self.message)
     }

@@ -4,8 +4,8 @@
 //!
 //! - [`name`]: validated table names (they become folder names and SQL identifiers).
 //! - [`schema`]: column types, table schemas, schema inference from a first insert.
-//! - [`decode`]: NDJSON to Arrow, all or nothing, with errors naming line and column;
-//!   `strict.rs` refuses what arrow-json would accept but store differently.
+//! - [`json`]: JSON bodies to Arrow, all or nothing, with errors naming line and column: framed
+//!   by each door's dialect, judged by serde_json, built by arrow-json; schema inference.
 //! - [`partition`]: which partition each row belongs to, and splitting a batch by partition.
 //! - [`table`]: a table's validated definition and sort key.
 //! - [`policy`]: when a batch is full, as configured and as validated.
@@ -20,21 +20,20 @@
 
 pub mod batcher;
 pub mod compaction;
-pub mod decode;
 pub mod error;
+pub mod json;
 pub mod name;
 pub mod partition;
 pub mod policy;
 pub mod retry;
 pub mod schema;
 pub mod sink;
-mod strict;
 pub mod table;
 pub mod throttle;
 
 pub use batcher::{Batcher, Sealed};
-pub use decode::{DecodeOptions, conform, decode_ndjson};
 pub use error::{ConfigError, DecodeError, NameError};
+pub use json::{DecodeOptions, JsonDialect, conform, decode_ndjson, infer_schema};
 pub use name::TableName;
 pub use partition::{EmptyValue, Grouped, PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};

@@ -334,7 +334,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
-    use crate::decode::{DecodeOptions, decode_ndjson};
+    use crate::json::{DecodeOptions, decode_ndjson};
     use crate::schema::Column;
 
     fn schema() -> TableSchema {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{ConfigError, DecodeError};
+use crate::error::ConfigError;
 use crate::name::printable;
 
 /// The longest column name sluice accepts, in bytes.
@@ -286,111 +286,6 @@ impl TableSchema {
     pub fn arrow(&self) -> &SchemaRef {
         &self.arrow
     }
-
-    /// Infers a schema from the first insert into an auto-created table.
-    ///
-    /// Every line is read, so a column that holds `1` in one row and `1.5` in another becomes
-    /// `float64`. Inferred columns are nullable. Nested values (arrays, objects) are refused with a
-    /// message that points at the line: such tables must be declared in the config.
-    pub fn infer(body: &[u8]) -> Result<TableSchema, DecodeError> {
-        let mut values = Vec::new();
-        for (line_no, line) in crate::decode::lines(body) {
-            let value: serde_json::Value = serde_json::from_slice(line)
-                .map_err(|e| DecodeError::new(Some(line_no), None, format!("invalid JSON: {e}")))?;
-            match &value {
-                serde_json::Value::Object(map) => {
-                    for (key, field) in map {
-                        if field.is_array() || field.is_object() {
-                            return Err(DecodeError::new(
-                                Some(line_no),
-                                Some(printable(key)),
-                                "nested values (arrays, objects) are not supported in \
-                                 auto-created tables; declare the table in the config"
-                                    .to_owned(),
-                            ));
-                        }
-                        if let Err(reason) = check_column_name(key) {
-                            return Err(DecodeError::new(
-                                Some(line_no),
-                                Some(printable(key)),
-                                reason,
-                            ));
-                        }
-                    }
-                }
-                other => {
-                    return Err(DecodeError::new(
-                        Some(line_no),
-                        None,
-                        format!("expected a JSON object, found {}", json_kind(other)),
-                    ));
-                }
-            }
-            values.push(value);
-        }
-        if values.is_empty() {
-            return Err(DecodeError::new(
-                None,
-                None,
-                "the first insert into a new table must carry at least one row".to_owned(),
-            ));
-        }
-        let inferred = arrow::json::reader::infer_json_schema_from_iterator(values.iter().map(Ok))
-            .map_err(|e| DecodeError::new(None, None, format!("cannot infer a schema: {e}")))?;
-        let columns = inferred
-            .fields()
-            .iter()
-            .map(|field| {
-                let ty = match field.data_type() {
-                    DataType::Null => ColumnType::String,
-                    other => ColumnType::from_arrow(other).ok_or_else(|| {
-                        DecodeError::new(
-                            None,
-                            Some(field.name().clone()),
-                            format!("cannot infer a column type from values of type {other}"),
-                        )
-                    })?,
-                };
-                Ok(Column::new(field.name().clone(), ty))
-            })
-            .collect::<Result<Vec<_>, DecodeError>>()?;
-        if columns.is_empty() {
-            return Err(DecodeError::new(
-                None,
-                None,
-                "the first insert into a new table must name at least one column: every row of \
-                 this one is an empty object"
-                    .to_owned(),
-            ));
-        }
-        if columns.len() > MAX_INFERRED_COLUMNS {
-            return Err(DecodeError::new(
-                None,
-                None,
-                format!(
-                    "a first insert may give a new table at most {MAX_INFERRED_COLUMNS} columns; \
-                     this one has {}: declare a wider table in the config",
-                    columns.len()
-                ),
-            ));
-        }
-        let schema =
-            TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))?;
-        // A table made from names that differ only in case could not be created in a Delta
-        // table or SQLite. (A declared table's sink refuses it at start.)
-        if let Some((earlier, later)) = schema.case_clash() {
-            return Err(DecodeError::new(
-                None,
-                Some(printable(later)),
-                format!(
-                    "this is column '{}' spelled in another case; names that differ only in \
-                     case are one column to Delta Lake and SQLite",
-                    printable(earlier)
-                ),
-            ));
-        }
-        Ok(schema)
-    }
 }
 
 /// Checks a column name: non-empty, at most [`MAX_COLUMN_NAME_LEN`] bytes, no control characters.
@@ -456,85 +351,5 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(err.field, "columns[1].name");
-    }
-
-    #[test]
-    fn inference_refuses_names_that_differ_only_in_case() {
-        let err = TableSchema::infer(br#"{"id":1,"Name":"a","ID":2}"#).unwrap_err();
-        // Either spelling may be the one named; the message names the other.
-        let other = match err.field.as_deref() {
-            Some("ID") => "id",
-            Some("id") => "ID",
-            field => panic!("{field:?}: {err}"),
-        };
-        let says = format!("column '{other}' spelled in another case");
-        assert!(err.message.contains(&says), "{err}");
-        // A declared table may have both: PostgreSQL and ClickHouse keep them apart.
-        let both = vec![
-            Column::new("id", ColumnType::Int64),
-            Column::new("ID", ColumnType::Int64),
-        ];
-        let schema = TableSchema::new(both).unwrap();
-        // The lake's sink refuses it, naming both.
-        assert_eq!(schema.case_clash(), Some(("id", "ID")));
-        let apart = vec![
-            Column::new("id", ColumnType::Int64),
-            Column::new("idx", ColumnType::Int64),
-        ];
-        assert_eq!(TableSchema::new(apart).unwrap().case_clash(), None);
-    }
-
-    #[test]
-    fn inference_bounds_the_columns_and_declarations_do_not() {
-        let row = |n: usize| {
-            let fields: Vec<String> = (0..n).map(|i| format!("\"c{i}\":{i}")).collect();
-            format!("{{{}}}", fields.join(","))
-        };
-        let schema = TableSchema::infer(row(MAX_INFERRED_COLUMNS).as_bytes()).unwrap();
-        assert_eq!(schema.columns().len(), MAX_INFERRED_COLUMNS);
-        let err = TableSchema::infer(row(MAX_INFERRED_COLUMNS + 1).as_bytes()).unwrap_err();
-        assert!(err.message.contains("at most 2000 columns"), "{err}");
-        let declared = (0..=MAX_INFERRED_COLUMNS)
-            .map(|i| Column::new(format!("c{i}"), ColumnType::Int64))
-            .collect();
-        assert!(TableSchema::new(declared).is_ok());
-    }
-
-    #[test]
-    fn infers_widest_type_over_all_lines() {
-        let schema =
-            TableSchema::infer(b"{\"a\":1,\"b\":\"x\"}\n{\"a\":1.5,\"c\":true}\n").unwrap();
-        let types: Vec<_> = schema
-            .columns()
-            .iter()
-            .map(|c| (c.name.as_str(), c.ty))
-            .collect();
-        assert_eq!(
-            types,
-            [
-                ("a", ColumnType::Float64),
-                ("b", ColumnType::String),
-                ("c", ColumnType::Bool)
-            ]
-        );
-    }
-
-    #[test]
-    fn inference_refuses_nested_values_with_line() {
-        let err = TableSchema::infer(b"{\"a\":1}\n\n{\"tags\":[1]}").unwrap_err();
-        assert_eq!(err.line, Some(3));
-        assert_eq!(err.field.as_deref(), Some("tags"));
-    }
-
-    #[test]
-    fn inference_needs_a_row() {
-        assert!(TableSchema::infer(b"\n  \n").is_err());
-    }
-
-    #[test]
-    fn inference_needs_a_column_and_says_so() {
-        let err = TableSchema::infer(b"{}\n{}").unwrap_err();
-        assert!(err.to_string().contains("at least one column"), "{err}");
-        assert!(!err.to_string().contains("config"), "{err}");
     }
 }

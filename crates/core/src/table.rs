@@ -304,7 +304,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
-    use crate::decode::{DecodeOptions, decode_ndjson};
+    use crate::json::{DecodeOptions, JsonDialect, decode_ndjson};
 
     fn layout() -> TableLayout {
         TableLayout {
@@ -338,9 +338,14 @@ mod tests {
         assert_eq!(def(l.clone()).unwrap().layout(), l);
     }
 
-    /// The NDJSON `text` as a batch of `table`.
+    /// The JSON rows in `text`, several to a line as ClickHouse's framing takes them, as a batch
+    /// of `table`.
     fn decode(table: &TableDef, text: &str) -> RecordBatch {
-        decode_ndjson(table.schema(), text.as_bytes(), &DecodeOptions::default()).unwrap()
+        let options = DecodeOptions {
+            dialect: JsonDialect::ClickHouse,
+            ..Default::default()
+        };
+        decode_ndjson(table.schema(), text.as_bytes(), &options).unwrap()
     }
 
     /// The ids (first column) of `batches`, in order.

@@ -34,7 +34,7 @@ use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, EmptyValue, PartitionKey, TableDef, TableName,
-    TableSchema, Verdict, conform, decode_ndjson,
+    TableSchema, Verdict, conform, decode_ndjson, infer_schema,
 };
 use sluice_wal::{FsStorage, Storage, Wal};
 use tokio::sync::mpsc::{self, UnboundedSender};
@@ -374,6 +374,7 @@ fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, Parti
 /// now: keys and listed columns the table no longer has are left out.
 fn replay_options(schema: &TableSchema, logged: &DecodeOptions) -> DecodeOptions {
     DecodeOptions {
+        dialect: logged.dialect,
         skip_unknown_fields: true,
         columns: logged.columns.as_ref().map(|listed| {
             listed
@@ -529,7 +530,7 @@ impl Pipeline {
         let name = self.precheck(insert.table, insert.ack, insert.admission)?;
         let handle = self
             .table_for(&name, || {
-                TableSchema::infer(insert.body).map_err(InsertError::from)
+                infer_schema(insert.body, insert.options.dialect).map_err(InsertError::from)
             })
             .await?;
         let batch = if insert.body.len() > DECODE_INLINE_MAX {

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! version u8 (1) | kind u8 | table len u16 | table | kind-specific
-//! kind 1, NDJSON:    flags u8 (1 = skip unknown fields, 2 = column list)
+//! kind 1, NDJSON:    flags u8 (1 = skip unknown fields, 2 = column list,
+//!                              4 = JSON checked strictly, 8 = ClickHouse's framing)
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    body (the rest)
 //! kind 2, Arrow IPC: an IPC stream with one batch (the rest)
@@ -10,15 +11,21 @@
 //!
 //! The raw body is logged rather than the decoded batch: it costs a copy, not an encode, and it
 //! decodes to the same rows against the same schema.
+//!
+//! Flags 4 and 8 name the JSON dialect the door took the insert under. A record with neither was
+//! logged before sluice checked JSON syntax, and replays under the rules it was taken by
+//! ([`JsonDialect::Lenient`]); an older sluice reading a newer log ignores both.
 
 use arrow::array::RecordBatch;
-use sluice_core::DecodeOptions;
+use sluice_core::{DecodeOptions, JsonDialect};
 
 const VERSION: u8 = 1;
 const KIND_NDJSON: u8 = 1;
 const KIND_ARROW: u8 = 2;
 const FLAG_SKIP_UNKNOWN: u8 = 1;
 const FLAG_COLUMNS: u8 = 2;
+const FLAG_STRICT: u8 = 4;
+const FLAG_CLICKHOUSE: u8 = 8;
 
 /// A logged insert.
 #[derive(Debug, Clone)]
@@ -53,6 +60,11 @@ pub(crate) fn encode_ndjson(table: &str, options: &DecodeOptions, body: &[u8]) -
     if options.columns.is_some() {
         flags |= FLAG_COLUMNS;
     }
+    flags |= match options.dialect {
+        JsonDialect::Ndjson => FLAG_STRICT,
+        JsonDialect::ClickHouse => FLAG_STRICT | FLAG_CLICKHOUSE,
+        _ => 0,
+    };
     out.push(flags);
     if let Some(columns) = &options.columns {
         put_u16(&mut out, columns.len());
@@ -104,6 +116,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             Ok(Record::Ndjson {
                 table,
                 options: DecodeOptions {
+                    dialect: dialect(flags),
                     skip_unknown_fields: flags & FLAG_SKIP_UNKNOWN != 0,
                     columns,
                 },
@@ -115,6 +128,17 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             ipc: r.rest(),
         }),
         other => Err(format!("unknown record kind {other}")),
+    }
+}
+
+/// The JSON dialect a record's flags name.
+fn dialect(flags: u8) -> JsonDialect {
+    if flags & FLAG_CLICKHOUSE != 0 {
+        JsonDialect::ClickHouse
+    } else if flags & FLAG_STRICT != 0 {
+        JsonDialect::Ndjson
+    } else {
+        JsonDialect::Lenient
     }
 }
 
@@ -190,28 +214,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ndjson_round_trips() {
-        let options = DecodeOptions {
-            skip_unknown_fields: true,
-            columns: Some(vec!["a".into(), "b c".into()]),
-        };
-        let bytes = encode_ndjson("events", &options, b"{\"a\":1}\n");
-        let Record::Ndjson {
-            table,
-            options: got,
-            body,
-        } = decode(&bytes).unwrap()
-        else {
-            panic!("wrong kind");
-        };
-        assert_eq!((table, body), ("events", &b"{\"a\":1}\n"[..]));
-        assert!(got.skip_unknown_fields);
-        assert_eq!(got.columns, options.columns);
+    fn ndjson_round_trips_with_its_dialect() {
+        for dialect in [JsonDialect::Ndjson, JsonDialect::ClickHouse] {
+            let options = DecodeOptions {
+                dialect,
+                skip_unknown_fields: true,
+                columns: Some(vec!["a".into(), "b c".into()]),
+            };
+            let bytes = encode_ndjson("events", &options, b"{\"a\":1}\n");
+            let Record::Ndjson {
+                table,
+                options: got,
+                body,
+            } = decode(&bytes).unwrap()
+            else {
+                panic!("wrong kind");
+            };
+            assert_eq!((table, body), ("events", &b"{\"a\":1}\n"[..]));
+            assert_eq!(got, options);
+        }
         let plain = encode_ndjson("t", &DecodeOptions::default(), b"x");
         let Record::Ndjson { options, .. } = decode(&plain).unwrap() else {
             panic!("wrong kind");
         };
-        assert!(!options.skip_unknown_fields && options.columns.is_none());
+        assert_eq!(options, DecodeOptions::default());
+    }
+
+    #[test]
+    fn a_record_logged_before_strict_json_replays_leniently() {
+        // version 1, NDJSON, table "t", flags 1 (skip unknown fields), the body.
+        let logged = b"\x01\x01\x01\x00t\x01{\"a\": 1 \"b\": 2}";
+        let Record::Ndjson { options, body, .. } = decode(logged).unwrap() else {
+            panic!("wrong kind");
+        };
+        assert_eq!(options.dialect, JsonDialect::Lenient);
+        assert!(options.skip_unknown_fields);
+        assert_eq!(body, b"{\"a\": 1 \"b\": 2}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use sluice_core::DecodeOptions;
+use sluice_core::{DecodeOptions, JsonDialect};
 use sluice_pipeline::{AckMode, Admission, Insert, TableInfo};
 
 use crate::AppState;
@@ -33,7 +33,7 @@ pub(crate) async fn insert_rows(
             "the body holds no rows: send one JSON object per line",
         ));
     }
-    check_rows(&body, state.limits.max_rows_per_insert)?;
+    check_rows(&body, state.limits.max_rows_per_insert, JsonDialect::Ndjson)?;
     let inserted = state
         .pipeline
         .insert_ndjson(Insert {

@@ -12,6 +12,8 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_ENCODING;
 use bytes::Bytes;
+use sluice_core::JsonDialect;
+use sluice_core::json::count_rows;
 
 use crate::Limits;
 use crate::error::{ApiError, Kind};
@@ -140,14 +142,18 @@ async fn read_limited(body: Body, limit: usize, idle: Duration) -> Result<Bytes,
 }
 
 /// Refuses rows holding more than `limit` lines with 413, before they are decoded.
-pub(crate) fn check_rows(rows: &[u8], limit: usize) -> Result<(), ApiError> {
-    let newlines = rows.iter().filter(|&&b| b == b'\n').count();
-    let lines = newlines + usize::from(rows.last().is_some_and(|&b| b != b'\n'));
-    if lines > limit {
+pub(crate) fn check_rows(rows: &[u8], limit: usize, dialect: JsonDialect) -> Result<(), ApiError> {
+    let count = count_rows(rows, dialect);
+    if count > limit {
+        let unit = if dialect == JsonDialect::ClickHouse {
+            "rows"
+        } else {
+            "lines"
+        };
         return Err(ApiError::new(
             Kind::TooLarge,
             format!(
-                "the insert holds {lines} lines, more than the limit of {limit} rows per insert \
+                "the insert holds {count} {unit}, more than the limit of {limit} rows per insert \
                  (max_rows_per_insert); split it"
             ),
         ));
@@ -161,12 +167,20 @@ mod tests {
 
     #[test]
     fn counts_lines_with_or_without_a_final_newline() {
-        assert!(check_rows(b"", 0).is_ok());
-        assert!(check_rows(b"{}\n{}\n", 2).is_ok());
-        assert!(check_rows(b"{}\n{}", 2).is_ok());
-        assert!(check_rows(b"{}\n{}\n{}", 2).is_err());
-        let error = check_rows(&b"{}\n".repeat(3), 2).unwrap_err();
+        let ndjson = JsonDialect::Ndjson;
+        assert!(check_rows(b"", 0, ndjson).is_ok());
+        assert!(check_rows(b"{}\n{}\n", 2, ndjson).is_ok());
+        assert!(check_rows(b"{}\n{}", 2, ndjson).is_ok());
+        assert!(check_rows(b"{}\n{}\n{}", 2, ndjson).is_err());
+        let error = check_rows(&b"{}\n".repeat(3), 2, ndjson).unwrap_err();
         assert_eq!(error.kind, Kind::TooLarge);
         assert!(error.message.contains("3 lines"), "{}", error.message);
+    }
+
+    #[test]
+    fn counts_clickhouse_rows_on_one_line_too() {
+        let error = check_rows(b"[{},{},{}]", 2, JsonDialect::ClickHouse).unwrap_err();
+        assert!(error.message.contains("3 rows"), "{}", error.message);
+        assert!(check_rows(b"[{},\n{}]", 2, JsonDialect::ClickHouse).is_ok());
     }
 }

@@ -124,6 +124,32 @@ fn cases() -> Vec<Case> {
             &["line 1", "expected a JSON object"],
         ),
     ];
+    // Malformed JSON that arrow-json alone took, plain, gzipped, and at the end of a large body.
+    let missing_comma = "{\"id\":1000000070}\n{\"id\":1000000071 \"name\":\"b\"}";
+    cases.push(native(
+        "missing comma",
+        missing_comma,
+        S::BAD_REQUEST,
+        &["line 2, column 18: invalid JSON: expected `,` or `}`"],
+    ));
+    let mut large: String = (0..900)
+        .map(|i| format!("{{\"id\":{},\"name\":\"n\"}}\n", 1_000_000_100 + i))
+        .collect();
+    large.push_str("{\"id\":1000001000,,\"name\":\"n\"}\n");
+    cases.push(Case {
+        what: "doubled comma, gzipped, after 900 good lines",
+        path: "/v1/tables/strict/rows".into(),
+        headers: vec![("content-encoding", "gzip")],
+        body: gzip(large.as_bytes()),
+        status: S::BAD_REQUEST,
+        says: vec!["line 901, column 18: invalid JSON"],
+    });
+    cases.push(native(
+        "raw control character in a string",
+        "{\"id\":1000000072,\"name\":\"a\tb\"}",
+        S::BAD_REQUEST,
+        &["line 1, column 27", "control character"],
+    ));
     cases.push(Case {
         what: "invalid UTF-8",
         path: "/v1/tables/strict/rows".into(),
@@ -261,6 +287,20 @@ fn cases() -> Vec<Case> {
         &["Code: 117.", "line 2, column 'id'"],
     ));
     cases.push(ch(
+        "ClickHouse malformed row",
+        "INSERT INTO strict FORMAT JSONEachRow",
+        "[{\"id\":1000000073},\n{\"id\": 1000000074,,}]",
+        S::BAD_REQUEST,
+        &["Code: 117.", "line 2, column 19: invalid JSON"],
+    ));
+    cases.push(ch(
+        "ClickHouse text between rows",
+        "INSERT INTO strict FORMAT JSONEachRow",
+        "{\"id\":1000000075} ; {\"id\":1000000076}",
+        S::BAD_REQUEST,
+        &["Code: 117.", "line 1, column 19", "found ';'"],
+    ));
+    cases.push(ch(
         "ClickHouse column list",
         "INSERT INTO strict (id) FORMAT JSONEachRow",
         "{\"id\":1000000018,\"name\":\"n\"}",
@@ -286,7 +326,7 @@ fn cases() -> Vec<Case> {
         "INSERT INTO strict FORMAT JSONEachRow",
         &"{\"id\":1000000040}\n".repeat(1001),
         S::PAYLOAD_TOO_LARGE,
-        &["Code: 307.", "1001 lines"],
+        &["Code: 307.", "1001 rows"],
     ));
     // A Delta table reads an empty partition value back as null: refused, not changed.
     cases.push(native_to(
@@ -400,7 +440,7 @@ fn hostile_values() -> Vec<Case> {
             "float out of range",
             "{\"id\":1000000023,\"ratio\":1e400}",
             S::BAD_REQUEST,
-            &["line 1", "column 'ratio'"],
+            &["line 1, column 30", "number out of range"],
         ),
         native(
             "integer too large for int64",

@@ -1,6 +1,7 @@
 //! What ClickHouse HTTP clients send works unchanged: the query in the URL or as the body's first
 //! line, `db.table`, column lists, gzip bodies, `wait_for_async_insert=0`,
-//! `input_format_skip_unknown_fields=1`, `GET /ping`; and the native API takes zstd bodies.
+//! `input_format_skip_unknown_fields=1`, JSONEachRow's looseness (`[ ]`, commas, quoted numbers),
+//! `GET /ping`; and the native API takes zstd bodies, and none of that looseness.
 
 use std::io::Write;
 use std::time::Duration;
@@ -99,6 +100,29 @@ async fn clickhouse_clients_work_unchanged() {
         settings.text().await
     );
 
+    // ClickHouse's JSONEachRow looseness: rows inside [ ], separated by commas, one over several
+    // lines, a 64-bit integer in quotes.
+    let loose = "[{\"id\":8,\"name\":\"h\"},\n {\"id\":\"9\"} ,{\n  \"id\": 10\n},\n]";
+    let response = client
+        .post(server.url("/?query=INSERT%20INTO%20t%20FORMAT%20JSONEachRow"))
+        .body(loose)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let summary = response.headers()["x-clickhouse-summary"].to_str().unwrap();
+    assert!(summary.contains("\"written_rows\":\"3\""), "{summary}");
+    // The native API takes none of it.
+    for body in [loose, "{\"id\":\"11\"}"] {
+        let response = client
+            .post(server.url("/v1/tables/t/rows"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+    }
+
     // The native API with a zstd body.
     let zstd = zstd::encode_all(&b"{\"id\":7,\"name\":\"z\"}"[..], 3).unwrap();
     let response = client
@@ -111,11 +135,11 @@ async fn clickhouse_clients_work_unchanged() {
     assert_eq!(response.status(), StatusCode::OK);
 
     server
-        .wait_rows_written("t", 7, Duration::from_secs(10))
+        .wait_rows_written("t", 10, Duration::from_secs(10))
         .await;
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
     let mut ids: Vec<i64> = id_counts(&server.data_dir, "t").into_keys().collect();
     ids.sort_unstable();
-    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
 }

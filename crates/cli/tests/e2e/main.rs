@@ -24,4 +24,5 @@ mod lake_throttle;
 mod postgres_sink;
 mod shutdown_mid_load;
 mod sqlite_sink;
+mod strict_json;
 mod tls;

@@ -4,8 +4,8 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use sluice_core::DecodeOptions;
 use sluice_core::name::printable;
+use sluice_core::{DecodeOptions, JsonDialect};
 use sluice_pipeline::{AckMode, Admission, Insert};
 
 use super::query::{QueryError, parse_insert};
@@ -104,7 +104,11 @@ async fn run_insert(
         }
     };
     state.access.check(&query.table, headers, params)?;
-    check_rows(&rows, state.limits.max_rows_per_insert)?;
+    check_rows(
+        &rows,
+        state.limits.max_rows_per_insert,
+        JsonDialect::ClickHouse,
+    )?;
     // URL parameters are settings too; the query's SETTINGS clause overrides them.
     let setting = |name: &str| {
         query
@@ -124,6 +128,7 @@ async fn run_insert(
         None => AckMode::Committed,
     };
     let options = DecodeOptions {
+        dialect: JsonDialect::ClickHouse,
         skip_unknown_fields: setting("input_format_skip_unknown_fields").is_some_and(truthy),
         columns: query.columns.clone(),
     };

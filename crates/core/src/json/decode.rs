@@ -1,10 +1,8 @@
-//! Decoding NDJSON bodies into Arrow, all or nothing, with errors that name the line and column.
+//! Checked rows through arrow-json into a table's schema, all or nothing.
 //!
-//! The fast path hands the whole body to arrow-json's decoder. Only when that fails does the slow
-//! path go through the body line by line to find the first bad line and say exactly what is wrong
-//! with it, so good inserts pay nothing for good error messages. Before any of that, a serde_json
-//! pass (`strict.rs`) refuses what arrow-json would accept but store differently from what was
-//! sent (a fraction in an integer column, a duplicate key), and nesting deep enough to crash it.
+//! The fast path hands all the rows to arrow-json's decoder at once: the body itself when rows
+//! are lines, the rows one after another otherwise. Only when that fails does the slow path go
+//! through the rows one by one to find the first bad one and say exactly what is wrong with it.
 
 use std::sync::Arc;
 
@@ -13,6 +11,8 @@ use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 
+use super::frame::{self, Row};
+use super::{DecodeOptions, check};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{TableSchema, json_kind};
@@ -23,26 +23,8 @@ const DECODE_BATCH_ROWS: usize = 8192;
 /// Columns shown when an error lists the table's columns.
 const LISTED_COLUMNS: usize = 12;
 
-/// How to decode one insert.
-#[derive(Debug, Clone, Default)]
-pub struct DecodeOptions {
-    /// Keys that are not columns of the table are dropped instead of refused (ClickHouse's
-    /// `input_format_skip_unknown_fields=1`).
-    pub skip_unknown_fields: bool,
-    /// Only these columns may appear (ClickHouse's `INSERT INTO t (a, b)`); the others are
-    /// filled with nulls. `None` means every column may appear.
-    pub columns: Option<Vec<String>>,
-}
-
-/// Yields the non-blank lines of `body` with their 1-based line numbers, without the line end.
-pub fn lines(body: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
-    body.split(|b| *b == b'\n')
-        .enumerate()
-        .map(|(i, line)| (i + 1, line.strip_suffix(b"\r").unwrap_or(line)))
-        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
-}
-
-/// Decodes an NDJSON body into one batch with exactly `schema`'s columns.
+/// Decodes a body of JSON rows, framed by `options.dialect`, into one batch with exactly
+/// `schema`'s columns.
 ///
 /// Returns a batch with zero rows for an empty body. Any bad row refuses the whole body.
 pub fn decode_ndjson(
@@ -54,10 +36,22 @@ pub fn decode_ndjson(
         None => schema.arrow().clone(),
         Some(listed) => projected_schema(schema, listed)?,
     };
-    crate::strict::check(&target, body)?;
-    let batch = match decode_with(&target, body, options.skip_unknown_fields) {
+    let rows = frame::rows(body, options.dialect)?;
+    check::check(&target, &rows, options.dialect)?;
+    let skip_unknown = options.skip_unknown_fields;
+    let decoded = if options.dialect.is_line_framed() {
+        decode_with(&target, [body], rows.len(), skip_unknown)
+    } else {
+        decode_with(
+            &target,
+            rows.iter().map(|r| r.text),
+            rows.len(),
+            skip_unknown,
+        )
+    };
+    let batch = match decoded {
         Ok(batch) => batch,
-        Err(error) => return Err(explain(schema, &target, body, options, error)),
+        Err(error) => return Err(explain(schema, &target, &rows, options, error)),
     };
     if options.columns.is_some() {
         widen(schema, batch)
@@ -135,27 +129,30 @@ pub fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, S
     RecordBatch::try_new(schema.clone(), columns).map_err(|e| e.to_string())
 }
 
-fn decode_with(
+/// Decodes `chunks`, which hold `rows` rows between them, as one stream of JSON objects.
+fn decode_with<'a>(
     schema: &SchemaRef,
-    body: &[u8],
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    rows: usize,
     skip_unknown: bool,
 ) -> Result<RecordBatch, ArrowError> {
     // The decoder preallocates its tape for a whole batch (tens of bytes per column per row), so
     // a one-row insert must not ask for thousands of rows.
-    let lines = body.iter().filter(|b| **b == b'\n').count() + 1;
     let mut decoder = ReaderBuilder::new(schema.clone())
-        .with_batch_size(lines.min(DECODE_BATCH_ROWS))
+        .with_batch_size(rows.clamp(1, DECODE_BATCH_ROWS))
         .with_strict_mode(!skip_unknown)
         .build_decoder()?;
     let mut batches = Vec::new();
-    let mut offset = 0;
-    while offset < body.len() {
-        let read = decoder.decode(&body[offset..])?;
-        offset += read;
-        if offset < body.len() || read == 0 {
-            // The decoder stops early only when it holds a full batch.
-            if let Some(batch) = decoder.flush()? {
-                batches.push(batch);
+    for chunk in chunks {
+        let mut offset = 0;
+        while offset < chunk.len() {
+            let read = decoder.decode(&chunk[offset..])?;
+            offset += read;
+            if offset < chunk.len() || read == 0 {
+                // The decoder stops early only when it holds a full batch.
+                if let Some(batch) = decoder.flush()? {
+                    batches.push(batch);
+                }
             }
         }
     }
@@ -169,28 +166,28 @@ fn decode_with(
     }
 }
 
-/// Finds the first bad line and says what is wrong with it.
+/// Finds the first bad row and says what is wrong with it.
 fn explain(
     schema: &TableSchema,
     target: &SchemaRef,
-    body: &[u8],
+    rows: &[Row<'_>],
     options: &DecodeOptions,
     original: ArrowError,
 ) -> DecodeError {
-    for (line_no, line) in lines(body) {
-        if let Some(error) = check_line(schema, target, line, options) {
+    for row in rows {
+        if let Some(error) = check_row(schema, target, row.text, options) {
             return DecodeError {
-                line: Some(line_no),
+                line: Some(row.line),
                 ..error
             };
         }
     }
-    // No single line fails on its own (an object spread over several lines, say): say what the
-    // decoder said.
+    // No single row fails on its own (under the lenient dialect, an object spread over several
+    // lines, say): say what the decoder said.
     from_arrow(original)
 }
 
-fn check_line(
+fn check_row(
     schema: &TableSchema,
     target: &SchemaRef,
     line: &[u8],
@@ -238,7 +235,7 @@ fn check_line(
             Some(_) => {}
         }
     }
-    decode_with(target, line, options.skip_unknown_fields)
+    decode_with(target, [line], 1, options.skip_unknown_fields)
         .err()
         .map(from_arrow)
 }

@@ -1,0 +1,525 @@
+//! The strict pass: every row through serde_json before arrow-json sees the body.
+//!
+//! It refuses what is not JSON (RFC 8259): a missing or doubled comma, a raw control character in
+//! a string, text after the object, anything serde_json refuses. And what arrow-json would take
+//! but store differently from what was sent: a number with a fraction or an exponent in an
+//! integer column (arrow-json truncates `1.5` to `1`), a float literal beyond `f64` (it becomes
+//! infinity), a key given twice in one row (the last one wins), and a number in quotes where the
+//! dialect does not take one. And values nested deeper than arrow-json can safely describe.
+//!
+//! Keys are matched to columns without allocating, and values of other columns are skipped
+//! (`Skip`, which, unlike `IgnoredAny`, descends through serde_json's nesting limit and checks
+//! strings' UTF-8).
+
+use std::fmt;
+
+use arrow::datatypes::{DataType, SchemaRef};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde_json::error::Category;
+
+use super::JsonDialect;
+use super::frame::Row as Framed;
+use crate::error::DecodeError;
+use crate::name::printable;
+
+/// serde_json's nesting limit, which this pass enforces before arrow-json sees a body: arrow-json
+/// recurses once per level when it describes a bad value, and a few thousand `[` overflow the
+/// stack and abort the process.
+const MAX_DEPTH: usize = 128;
+
+/// What a column's JSON numbers must look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Integer,
+    Float,
+    Other,
+}
+
+fn kind(data_type: &DataType) -> Kind {
+    if data_type.is_integer() {
+        Kind::Integer
+    } else if data_type.is_floating() {
+        Kind::Float
+    } else {
+        Kind::Other
+    }
+}
+
+/// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
+/// arrow-json might take it. Under [`JsonDialect::Lenient`], syntax is left to arrow-json, as it
+/// was when the rows were taken.
+pub(crate) fn check(
+    schema: &SchemaRef,
+    rows: &[Framed<'_>],
+    dialect: JsonDialect,
+) -> Result<(), DecodeError> {
+    let kinds: Vec<Kind> = schema
+        .fields()
+        .iter()
+        .map(|f| kind(f.data_type()))
+        .collect();
+    let mut seen = vec![false; kinds.len()];
+    for framed in rows {
+        seen.iter_mut().for_each(|s| *s = false);
+        let mut problem = None;
+        let mut de = serde_json::Deserializer::from_slice(framed.text);
+        let row = Row {
+            schema,
+            kinds: &kinds,
+            quoted_numbers: dialect.takes_quoted_numbers(),
+            seen: &mut seen,
+            problem: &mut problem,
+        };
+        let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
+            continue;
+        };
+        if let Some((field, message)) = problem {
+            return Err(DecodeError::new(Some(framed.line), Some(field), message));
+        }
+        if error.to_string().starts_with("recursion limit exceeded") {
+            return Err(DecodeError::new(
+                Some(framed.line),
+                None,
+                format!("values nested more than {MAX_DEPTH} levels deep ({error})"),
+            ));
+        }
+        if dialect != JsonDialect::Lenient {
+            return Err(refusal(framed, &error));
+        }
+    }
+    Ok(())
+}
+
+/// What serde_json refused in a row, said where it is in the body.
+pub(crate) fn refusal(framed: &Framed<'_>, error: &serde_json::Error) -> DecodeError {
+    if error.classify() == Category::Data {
+        // A whole JSON value that is not an object.
+        let first = framed.text.iter().find(|b| !b.is_ascii_whitespace());
+        let found = first.map_or_else(|| "nothing".to_owned(), |&b| describe_start(b));
+        return DecodeError::new(
+            Some(framed.line),
+            None,
+            format!("expected a JSON object, found {found}"),
+        );
+    }
+    let (line, column) = framed.position_in_body(error.line(), error.column());
+    let text = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    let what = text.strip_suffix(&suffix).unwrap_or(&text);
+    let mut refused = DecodeError::new(Some(line), None, format!("invalid JSON: {what}"));
+    refused.position = Some(column);
+    refused
+}
+
+/// A word for the JSON value that starts with `byte`, for error messages.
+pub(crate) fn describe_start(byte: u8) -> String {
+    match byte {
+        b'{' => "an object".to_owned(),
+        b'[' => "an array".to_owned(),
+        b'"' => "a string".to_owned(),
+        b'-' | b'0'..=b'9' => "a number".to_owned(),
+        b't' | b'f' => "a boolean".to_owned(),
+        b'n' => "null".to_owned(),
+        other => format!("'{}'", printable(&String::from_utf8_lossy(&[other]))),
+    }
+}
+
+/// One row: an object whose keys are checked against the columns.
+struct Row<'a> {
+    schema: &'a SchemaRef,
+    kinds: &'a [Kind],
+    /// Whether a number column takes a number in quotes.
+    quoted_numbers: bool,
+    seen: &'a mut [bool],
+    /// The column and what is wrong with it, when the row is refused for its content.
+    problem: &'a mut Option<(String, String)>,
+}
+
+impl<'de> DeserializeSeed<'de> for Row<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Row<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(column) = map.next_key_seed(Key(self.schema))? {
+            let Some(i) = column else {
+                map.next_value_seed(Skip)?;
+                continue;
+            };
+            let name = || self.schema.field(i).name().clone();
+            if std::mem::replace(&mut self.seen[i], true) {
+                *self.problem = Some((
+                    name(),
+                    "the key appears more than once in the row".to_owned(),
+                ));
+                return Err(de::Error::custom("duplicate key"));
+            }
+            match self.kinds[i] {
+                Kind::Other => {
+                    map.next_value_seed(Skip)?;
+                }
+                kind => {
+                    let number = Number {
+                        kind,
+                        quoted: self.quoted_numbers,
+                    };
+                    // serde_json's own refusals (`01`, a literal beyond f64) are syntax errors,
+                    // said with their place in the body.
+                    if let Err(message) = map.next_value_seed(number)? {
+                        *self.problem = Some((name(), message));
+                        return Err(de::Error::custom("bad number"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A key: the index of the column it names, if any.
+struct Key<'a>(&'a SchemaRef);
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.index_of(key).ok())
+    }
+}
+
+/// A value of a numeric column: `Ok(Err(message))` when it is a number the column must not take,
+/// or a string where quoted numbers are not taken. Everything else (null, wrong types) is left to
+/// arrow-json's verdict.
+struct Number {
+    kind: Kind,
+    /// Whether a number in quotes is taken (and left to arrow-json to parse).
+    quoted: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Number {
+    type Value = Result<(), String>;
+
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Number {
+    type Value = Result<(), String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value")
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Ok(()))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Ok(()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        Ok(match self.kind {
+            Kind::Integer => Err(format!(
+                "{value:?} is not an integer: a number with a fraction or an exponent does not \
+                 fit an integer column"
+            )),
+            _ if !value.is_finite() => Err(format!("{value} is out of range")),
+            _ => Ok(()),
+        })
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        if self.quoted {
+            return Ok(Ok(()));
+        }
+        Ok(Err(format!(
+            "expected a number, found a string (\"{}\"): numbers are sent without quotes",
+            printable(value)
+        )))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Ok(()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Ok(()))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element_seed(Skip)?.is_some() {}
+        Ok(Ok(()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry_seed(Skip, Skip)?.is_some() {}
+        Ok(Ok(()))
+    }
+}
+
+/// Any value, skipped. It descends through `deserialize_any`, so serde_json counts the nesting
+/// and stops at its limit (`IgnoredAny` skips without counting).
+struct Skip;
+
+impl<'de> DeserializeSeed<'de> for Skip {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Skip)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry_seed(Skip, Skip)?.is_some() {}
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::json::{DecodeOptions, JsonDialect, decode_ndjson};
+    use crate::schema::{Column, ColumnType, TableSchema};
+
+    fn decode_as(dialect: JsonDialect, body: &str) -> Result<usize, crate::DecodeError> {
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("n", ColumnType::UInt8),
+            Column::new("x", ColumnType::Float64),
+            Column::new("s", ColumnType::String),
+            Column::new("b", ColumnType::Bool),
+        ])
+        .unwrap();
+        let options = DecodeOptions {
+            dialect,
+            ..Default::default()
+        };
+        decode_ndjson(&schema, body.as_bytes(), &options).map(|b| b.num_rows())
+    }
+
+    fn decode(body: &str) -> Result<usize, crate::DecodeError> {
+        decode_as(JsonDialect::Ndjson, body)
+    }
+
+    #[test]
+    fn what_arrow_json_would_store_differently_is_refused() {
+        let cases = [
+            ("{\"id\":1}\n{\"id\":2.5}", 2, "id", "2.5 is not an integer"),
+            ("{\"id\":1,\"n\":1e2}", 1, "n", "100.0 is not an integer"),
+            ("{\"id\":1,\"id\":2}", 1, "id", "more than once"),
+            (
+                "{\"id\":1,\"s\":\"a\",\"s\":\"b\"}",
+                1,
+                "s",
+                "more than once",
+            ),
+            ("{\"id\":\"7\"}", 1, "id", "found a string (\"7\")"),
+        ];
+        for (body, line, field, says) in cases {
+            let error = decode(body).unwrap_err();
+            assert_eq!(error.line, Some(line), "{body}: {error}");
+            assert_eq!(error.field.as_deref(), Some(field), "{body}: {error}");
+            assert!(error.message.contains(says), "{body}: {error}");
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_refused_with_line_and_column() {
+        // Each was taken and landed as a row when arrow-json judged syntax.
+        let cases = [
+            (
+                "{\"id\": 12 \"s\": \"abc\", \"b\": false}",
+                1,
+                11,
+                "expected `,` or `}`",
+            ),
+            (
+                "{\"id\": 12, \"s\": \"abc\",, \"b\": false}",
+                1,
+                23,
+                "key must be a string",
+            ),
+            (
+                "{\"id\": 12, \"s\": \"abc\", ,\"b\": false}",
+                1,
+                24,
+                "key must be a string",
+            ),
+            (
+                "{\"id\":1}\n{\"id\": 13, \"s\": \"a\tb\"}",
+                2,
+                19,
+                "control character",
+            ),
+            ("{\"id\":1,,}", 1, 9, "key must be a string"),
+            ("{\"id\":1} x", 1, 10, "trailing characters"),
+            ("{\"id\":1,\"s\":\"\\ud800\"}", 1, 20, "hex escape"),
+            ("{\"id\":1,\"x\":1e400}", 1, 17, "number out of range"),
+            ("{\"id\":1", 1, 7, "EOF"),
+            ("{\"id\":01}", 1, 8, "invalid number"),
+            ("\u{c}", 1, 1, "expected value"),
+        ];
+        for (body, line, column, says) in cases {
+            let error = decode(body).unwrap_err();
+            assert_eq!(error.line, Some(line), "{body:?}: {error}");
+            assert_eq!(error.position, Some(column), "{body:?}: {error}");
+            assert!(
+                error.message.starts_with("invalid JSON: "),
+                "{body:?}: {error}"
+            );
+            assert!(error.message.contains(says), "{body:?}: {error}");
+            let clickhouse = decode_as(JsonDialect::ClickHouse, body);
+            assert!(clickhouse.is_err(), "{body:?}: ClickHouse's door took it");
+        }
+        // Two objects on a line: not NDJSON, but ClickHouse's framing takes them as two rows.
+        let two = "{\"id\":1}{\"id\":2}";
+        let error = decode(two).unwrap_err();
+        assert_eq!(
+            (error.position, error.message.as_str()),
+            (Some(9), "invalid JSON: trailing characters")
+        );
+        assert_eq!(decode_as(JsonDialect::ClickHouse, two).unwrap(), 2);
+        let error = decode("{\"id\": 12 \"s\": \"abc\"}").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "line 1, column 11: invalid JSON: expected `,` or `}`"
+        );
+    }
+
+    #[test]
+    fn a_value_that_is_not_an_object_says_what_it_is() {
+        for (body, found) in [("[1,2]", "an array"), (" 5", "a number"), ("null", "null")] {
+            let error = decode(body).unwrap_err();
+            assert_eq!(error.line, Some(1), "{body}");
+            assert!(
+                error
+                    .message
+                    .contains(&format!("expected a JSON object, found {found}")),
+                "{body}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn clickhouse_positions_count_from_the_body() {
+        let error =
+            decode_as(JsonDialect::ClickHouse, "[{\"id\":1},\n  {\"id\":2,,}]").unwrap_err();
+        assert_eq!((error.line, error.position), (Some(2), Some(11)), "{error}");
+        let error =
+            decode_as(JsonDialect::ClickHouse, "{\"id\":1,\n\"s\":\"a\" \"b\"}").unwrap_err();
+        assert_eq!((error.line, error.position), (Some(2), Some(9)), "{error}");
+    }
+
+    #[test]
+    fn quoted_numbers_are_clickhouses_and_the_logs_looseness_only() {
+        let body = "{\"id\":\"7\",\"x\":\"2.5\",\"n\":\"255\"}";
+        assert!(decode(body).is_err());
+        assert_eq!(decode_as(JsonDialect::ClickHouse, body).unwrap(), 1);
+        assert_eq!(decode_as(JsonDialect::Lenient, body).unwrap(), 1);
+        // A quoted number still has to fit its column.
+        let error = decode_as(JsonDialect::ClickHouse, "{\"id\":\"7.5\"}").unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("id"), "{error}");
+    }
+
+    #[test]
+    fn the_log_replays_what_was_taken_before_syntax_was_checked() {
+        // A missing comma: taken then, so replayed now.
+        let body = "{\"id\": 12 \"s\": \"abc\"}";
+        assert_eq!(decode_as(JsonDialect::Lenient, body).unwrap(), 1);
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_it_can_overflow_the_stack() {
+        for (open, close) in [("[", "]"), ("{\"a\":", "}")] {
+            let body = format!(
+                "{{\"id\":1}}\n{{\"id\":2,\"s\":{}1{}}}",
+                open.repeat(50_000),
+                close.repeat(50_000)
+            );
+            for dialect in [
+                JsonDialect::Ndjson,
+                JsonDialect::ClickHouse,
+                JsonDialect::Lenient,
+            ] {
+                let error = decode_as(dialect, &body).unwrap_err();
+                assert_eq!(error.line, Some(2));
+                assert!(error.message.contains("nested more than 128"), "{error}");
+            }
+        }
+    }
+
+    #[test]
+    fn ordinary_rows_pass() {
+        let body = "{\"id\":-1,\"n\":255,\"x\":1.5e3,\"s\":\"id\",\"b\":true}\n\
+                    {\"id\":7,\"x\":2,\"s\":null}\n\
+                    {\"s\":\"\\u0069d\\ud83d\\ude00\",\"id\":9223372036854775807,\"x\":-0.0} \t\r\n";
+        assert_eq!(decode(body).unwrap(), 3);
+        let clickhouse = format!("[{}]", body.trim().replace('\n', ",\n"));
+        assert_eq!(decode_as(JsonDialect::ClickHouse, &clickhouse).unwrap(), 3);
+    }
+}
