@@ -52,6 +52,33 @@ pub(crate) enum Kind {
     Internal,
 }
 
+impl Kind {
+    /// Every kind, for tests and tables that must cover them all.
+    pub(crate) const ALL: [Kind; 21] = [
+        Kind::BadRows,
+        Kind::BadRequest,
+        Kind::BadTableName,
+        Kind::UnknownTable,
+        Kind::TooManyTables,
+        Kind::TooLarge,
+        Kind::BodyTimeout,
+        Kind::UnsupportedEncoding,
+        Kind::Syntax,
+        Kind::UnknownFormat,
+        Kind::Overloaded,
+        Kind::TooManyParts,
+        Kind::TooManyPartitions,
+        Kind::WalFailed,
+        Kind::ShuttingDown,
+        Kind::NotCommittedInTime,
+        Kind::NotCommitted,
+        Kind::StoreRefused,
+        Kind::StoreUnavailable,
+        Kind::Unauthorized,
+        Kind::Internal,
+    ];
+}
+
 /// The mapping: status, ClickHouse exception code and name, metric reason label.
 pub(crate) struct Spec {
     pub(crate) status: StatusCode,
@@ -192,6 +219,15 @@ impl From<InsertError> for ApiError {
     }
 }
 
+/// Registers `sluice_rejected_inserts_total` for every reason at zero, so a dashboard or an alert
+/// sees each series before the first refusal of its kind.
+pub(crate) fn register_rejection_reasons() {
+    for kind in Kind::ALL {
+        let reason = kind.spec().reason;
+        metrics::counter!(sluice_pipeline::names::REJECTED, "reason" => reason).increment(0);
+    }
+}
+
 /// Counts a refused request in `sluice_rejected_inserts_total{reason}` and adds the headers every
 /// error answer carries: `X-Sluice-Error` (the reason, so a client can tell "not accepted, safe to
 /// resend" from "may have landed") and `Retry-After` where waiting helps.
@@ -277,30 +313,43 @@ mod tests {
         }
     }
 
+    /// A kind's place in [`Kind::ALL`]. The match has no wildcard, so a new kind does not
+    /// compile until it has a place, and the test below fails until `ALL` holds it there.
+    fn ordinal(kind: Kind) -> usize {
+        match kind {
+            Kind::BadRows => 0,
+            Kind::BadRequest => 1,
+            Kind::BadTableName => 2,
+            Kind::UnknownTable => 3,
+            Kind::TooManyTables => 4,
+            Kind::TooLarge => 5,
+            Kind::BodyTimeout => 6,
+            Kind::UnsupportedEncoding => 7,
+            Kind::Syntax => 8,
+            Kind::UnknownFormat => 9,
+            Kind::Overloaded => 10,
+            Kind::TooManyParts => 11,
+            Kind::TooManyPartitions => 12,
+            Kind::WalFailed => 13,
+            Kind::ShuttingDown => 14,
+            Kind::NotCommittedInTime => 15,
+            Kind::NotCommitted => 16,
+            Kind::StoreRefused => 17,
+            Kind::StoreUnavailable => 18,
+            Kind::Unauthorized => 19,
+            Kind::Internal => 20,
+        }
+    }
+
     #[test]
-    fn every_kind_has_a_distinct_metric_reason_or_shares_a_status() {
-        let kinds = [
-            Kind::BadRows,
-            Kind::BadRequest,
-            Kind::BadTableName,
-            Kind::UnknownTable,
-            Kind::TooManyTables,
-            Kind::TooLarge,
-            Kind::UnsupportedEncoding,
-            Kind::Syntax,
-            Kind::UnknownFormat,
-            Kind::Overloaded,
-            Kind::TooManyParts,
-            Kind::TooManyPartitions,
-            Kind::WalFailed,
-            Kind::ShuttingDown,
-            Kind::NotCommittedInTime,
-            Kind::NotCommitted,
-            Kind::StoreRefused,
-            Kind::StoreUnavailable,
-            Kind::Unauthorized,
-            Kind::Internal,
-        ];
+    fn all_holds_every_kind_once() {
+        let places: Vec<usize> = Kind::ALL.iter().map(|k| ordinal(*k)).collect();
+        assert_eq!(places, (0..Kind::ALL.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_kind_has_a_distinct_metric_reason_and_an_error_status() {
+        let kinds = Kind::ALL;
         let mut reasons: Vec<&str> = kinds.iter().map(|k| k.spec().reason).collect();
         reasons.sort_unstable();
         reasons.dedup();

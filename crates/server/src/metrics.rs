@@ -53,6 +53,7 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
             }
             describe();
+            crate::error::register_rejection_reasons();
             handle
         })
         .clone()

@@ -119,8 +119,16 @@ async fn writes_need_credentials_and_each_form_is_read() {
         .text()
         .await
         .unwrap();
+    // Every reason's series is there from the start; this one has counted the refusals.
+    let unauthorized = metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("sluice_rejected_inserts_total{reason=\"unauthorized\"} ")
+        })
+        .and_then(|value| value.parse::<f64>().ok());
+    assert!(unauthorized.is_some_and(|n| n >= 1.0), "{metrics}");
     assert!(
-        metrics.contains("sluice_rejected_inserts_total{reason=\"unauthorized\"}"),
+        metrics.contains("sluice_rejected_inserts_total{reason=\"bad_rows\"} 0"),
         "{metrics}"
     );
     server.terminate().unwrap();
