@@ -118,12 +118,6 @@ impl TableDef {
         &self.policy
     }
 
-    /// The same table with another flush policy.
-    pub fn with_policy(mut self, policy: FlushPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
     /// When inserts into a partition with many parts are delayed or refused.
     pub fn throttle(&self) -> &PartsThrottle {
         &self.throttle

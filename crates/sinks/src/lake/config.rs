@@ -49,7 +49,7 @@ pub enum LakeRoot {
 }
 
 /// The URL schemes of object stores a lake can live in.
-pub const OBJECT_STORE_SCHEMES: &[&str] =
+pub(crate) const OBJECT_STORE_SCHEMES: &[&str] =
     &["s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl"];
 
 impl LakeRoot {

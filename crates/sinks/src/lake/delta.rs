@@ -52,7 +52,7 @@ use crate::{fsio, ledger};
 const SINK: &str = "lake";
 
 /// The folder of a Delta table's log.
-pub const DELTA_LOG_DIR: &str = "_delta_log";
+pub(crate) const DELTA_LOG_DIR: &str = "_delta_log";
 
 /// One table's log, as this process last saw it.
 pub(crate) struct TableLog {

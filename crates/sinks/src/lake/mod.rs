@@ -69,14 +69,11 @@ mod stream;
 pub use compact::{CompactionReport, ORPHAN_GRACE};
 pub use config::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_LZ4_BELOW,
-    DEFAULT_ZSTD_LEVEL, LakeConfig, LakeRoot, OBJECT_STORE_SCHEMES,
+    DEFAULT_ZSTD_LEVEL, LakeConfig, LakeRoot,
 };
-pub use delta::DELTA_LOG_DIR;
-pub use part::{FLUSH_ID_KEY, PART_PREFIX, PART_SUFFIX};
-pub use path::{NULL_PARTITION, parse_partition_dir_name, partition_dir_name};
 pub use read::{
-    LakeTable, LiveFile, footer_bytes, in_landing_order, landing_order, live_files,
-    live_files_blocking, part_sizes,
+    LakeTable, LiveFile, footer_bytes, in_landing_order, live_files, live_files_blocking,
+    part_sizes,
 };
 pub use sink::LakeSink;
 pub use storage::{

@@ -26,13 +26,13 @@ use super::storage::TableFiles;
 pub const COMPACTED_FROM_KEY: &str = "sluice.compacted_from";
 
 /// Part file names start with this.
-pub const PART_PREFIX: &str = "part-";
+pub(crate) const PART_PREFIX: &str = "part-";
 
 /// Part file names end with this.
-pub const PART_SUFFIX: &str = ".parquet";
+pub(crate) const PART_SUFFIX: &str = ".parquet";
 
 /// The Parquet footer key under which a part records the [`FlushId`] it was written for.
-pub const FLUSH_ID_KEY: &str = "sluice.flush_id";
+pub(crate) const FLUSH_ID_KEY: &str = "sluice.flush_id";
 
 const SINK: &str = "lake";
 

@@ -5,13 +5,13 @@ use std::fmt::Write;
 use sluice_core::PartitionKey;
 
 /// The folder value for a null partition, as Hive and Spark write it.
-pub const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+pub(crate) const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// The folder name for a partition, or `None` for an unpartitioned table.
 ///
 /// Every byte outside `[A-Za-z0-9._-]` is percent-escaped, so a value can never add a path
 /// separator, a NUL, or turn into `.`/`..` (the `column=` prefix sees to the last).
-pub fn partition_dir_name(column: Option<&str>, key: &PartitionKey) -> Option<String> {
+pub(crate) fn partition_dir_name(column: Option<&str>, key: &PartitionKey) -> Option<String> {
     let column = column?;
     let mut name = String::with_capacity(column.len() + 16);
     name.push_str(column);
@@ -32,31 +32,32 @@ pub fn partition_dir_name(column: Option<&str>, key: &PartitionKey) -> Option<St
     Some(name)
 }
 
-/// The partition a folder name stands for, when it is `column=<escaped value>`.
-pub fn parse_partition_dir_name(column: &str, name: &str) -> Option<PartitionKey> {
-    let value = name.strip_prefix(column)?.strip_prefix('=')?;
-    if value == NULL_PARTITION {
-        return Some(PartitionKey::Null);
-    }
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok().map(PartitionKey::Value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The partition a folder name stands for, when it is `column=<escaped value>`: the
+    /// inverse of [`partition_dir_name`], which the round trip below checks.
+    fn parse_partition_dir_name(column: &str, name: &str) -> Option<PartitionKey> {
+        let value = name.strip_prefix(column)?.strip_prefix('=')?;
+        if value == NULL_PARTITION {
+            return Some(PartitionKey::Null);
+        }
+        let bytes = value.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).ok().map(PartitionKey::Value)
+    }
 
     #[test]
     fn folder_names_parse_back() {

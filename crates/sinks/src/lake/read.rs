@@ -35,7 +35,8 @@ pub struct LiveFile {
     pub added_ms: i64,
 }
 
-/// `files` in the order they were added to the table, oldest first ([`landing_order`]).
+/// `files` in the order they were added to the table, oldest first: by their log entries' times,
+/// then by name.
 pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
     files.sort_by(landing_order);
     files
@@ -51,7 +52,7 @@ pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
 /// of its row groups and pages, which their statistics prune by. (The compaction lab's merged
 /// file, read in size order as the policy used to pack: each of its two row groups spanned the
 /// whole half hour of timestamps; in this order, one half each.)
-pub fn landing_order(a: &LiveFile, b: &LiveFile) -> std::cmp::Ordering {
+pub(crate) fn landing_order(a: &LiveFile, b: &LiveFile) -> std::cmp::Ordering {
     (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative))
 }
 
