@@ -24,11 +24,13 @@
 //! - [`reserve`]: the LSN reservation, which keeps LSNs rising across restarts even for LSNs
 //!   no frame records.
 //! - [`storage`]: file access behind a trait, so tests inject faults.
-//! - [`faults`]: real files with switches that fail fsyncs and writes, for tests.
+//! - `faults` (feature `faults`, for tests only): real files with switches that fail fsyncs and
+//!   writes.
 //!
 //! Architecture invariant: the log knows nothing of batches, sinks or HTTP; a payload is bytes.
 
 pub mod error;
+#[cfg(feature = "faults")]
 pub mod faults;
 pub mod frame;
 pub mod log;
