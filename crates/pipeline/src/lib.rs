@@ -2,10 +2,10 @@
 //!
 //! # Layout
 //!
-//! - `pipeline.rs`: the table registry and the insert path (decode, split, admit, hand over,
-//!   wait); shutdown.
-//! - `writer.rs`: one task per table that buffers, seals, flushes one batch at a time, retries
-//!   with backoff and answers waiters.
+//! - `pipeline/`: the insert path (decode, split, admit, hand over, wait) and shutdown; the table
+//!   registry; the start (tables, stores, the log) and replay.
+//! - `writer/`: one task per table that buffers, seals, flushes one batch at a time, retries
+//!   with backoff and answers waiters; opening a table whose store was down at start.
 //! - `memory.rs`: the byte budget shared by all buffers.
 //! - `ack.rs`: acknowledgement modes and the waiter a `committed` insert parks on.
 //! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).

@@ -1,0 +1,573 @@
+//! The pipeline: a registry of tables, each with a writer task, and the insert path into them.
+//!
+//! An insert is decoded against its table's schema, split by partition, admitted against the
+//! memory budget, numbered, logged (unless `async` or the log is off) and handed to the table's
+//! writer. `async` inserts are answered once handed over, `durable` ones once their frame is
+//! fsynced, `committed` ones once every partition piece has landed.
+//!
+//! Numbering, logging and handing over happen under one lock per table, so each writer receives
+//! its inserts in LSN order (see the writer's module for why that matters).
+//!
+//! # Layout
+//!
+//! - `mod.rs`: the pipeline's types and the insert path: decode, split, admit, number, log, hand
+//!   over, wait; shutdown.
+//! - `registry.rs`: the tables, and creating one from its first insert.
+//! - `start.rs`: the builder and the start: tables, stores, the log.
+//! - `replay.rs`: the log's inserts handed back to the writers at start.
+
+mod registry;
+mod replay;
+mod start;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use metrics::Counter;
+use sluice_core::{
+    Catalog, Column, ColumnType, DecodeOptions, TableDef, TableName, TableSchema, Verdict,
+    decode_ndjson, infer_schema,
+};
+use sluice_wal::Wal;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+use crate::ack::{AckMode, Failure, Waiter};
+use crate::config::PipelineConfig;
+use crate::error::{InsertError, PartitionLimit};
+use crate::memory::MemoryBudget;
+use crate::record;
+use crate::stats::{TableInfo, TableStats, WalInfo};
+use crate::writer::{Command, FrameAck, InsertMsg, Piece, WriterReport};
+
+pub use replay::ReplayReport;
+pub use start::PipelineBuilder;
+
+/// Bodies larger than this are decoded on a blocking thread, off the async workers.
+const DECODE_INLINE_MAX: usize = 1024 * 1024;
+
+/// What to do when the memory budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Wait until memory is released (the library API).
+    Wait,
+    /// Refuse at once with [`InsertError::Overloaded`] (the HTTP edge answers 503).
+    Refuse,
+}
+
+/// One NDJSON insert.
+#[derive(Debug, Clone)]
+pub struct Insert<'a> {
+    /// The table name as the client sent it.
+    pub table: &'a str,
+    /// The NDJSON body, already decompressed.
+    pub body: &'a [u8],
+    /// Decoding options (column list, unknown fields).
+    pub options: DecodeOptions,
+    /// When to answer.
+    pub ack: AckMode,
+    /// What to do when the buffer is full.
+    pub admission: Admission,
+    /// A lower limit than the pipeline's `max_partitions_per_insert` on the partitions this
+    /// insert may span (ClickHouse's `max_partitions_per_insert_block` setting). `None`, `0`
+    /// or a higher one: the pipeline's, which a request cannot raise.
+    pub max_partitions: Option<usize>,
+}
+
+/// An accepted insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inserted {
+    /// The table.
+    pub table: TableName,
+    /// Rows accepted.
+    pub rows: u64,
+    /// How safe they are now.
+    pub ack: AckMode,
+}
+
+/// What shutdown reports.
+#[derive(Debug, Clone, Default)]
+pub struct ShutdownReport {
+    /// One report per table.
+    pub tables: Vec<WriterReport>,
+}
+
+impl ShutdownReport {
+    /// Rows that were accepted but could not be landed before shutdown gave up, and are in no
+    /// log: lost.
+    pub fn rows_lost(&self) -> u64 {
+        self.tables.iter().map(|t| t.rows_lost).sum()
+    }
+
+    /// Rows that could not be landed before shutdown gave up but are in the write-ahead log:
+    /// they land after the next start.
+    pub fn rows_deferred(&self) -> u64 {
+        self.tables.iter().map(|t| t.rows_deferred).sum()
+    }
+}
+
+struct TableHandle {
+    def: Arc<TableDef>,
+    /// The table's share of the pipeline's memory budget.
+    memory: Arc<MemoryBudget>,
+    sink: &'static str,
+    /// The store, asked for the partitions' active parts before each insert (the throttle).
+    store: Arc<dyn sluice_core::Sink>,
+    tx: UnboundedSender<Command>,
+    /// Held while an insert is numbered, logged and handed to the writer.
+    order: Mutex<()>,
+    stats: Arc<TableStats>,
+    rows_received: Counter,
+    bytes_received: Counter,
+    inserts: Counter,
+    delayed: Counter,
+}
+
+struct Inner {
+    config: PipelineConfig,
+    catalog: Arc<dyn Catalog>,
+    default_sink: Arc<dyn sluice_core::Sink>,
+    tables: RwLock<HashMap<TableName, Arc<TableHandle>>>,
+    creating: tokio::sync::Mutex<()>,
+    memory: Arc<MemoryBudget>,
+    /// Sequence numbers when there is no log.
+    seq: AtomicU64,
+    wal: Option<Arc<Wal>>,
+    replay: std::sync::OnceLock<ReplayReport>,
+    accepting: AtomicBool,
+    writers: Mutex<Vec<JoinHandle<WriterReport>>>,
+}
+
+/// The running pipeline. Cheap to clone; every clone is the same pipeline.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Inner>,
+}
+
+/// What an insert asked for besides its rows.
+struct Terms {
+    ack: AckMode,
+    admission: Admission,
+    max_partitions: Option<usize>,
+}
+
+/// The limit on the partitions one insert may span, and whose it is: the pipeline's
+/// (`configured`, 0 for none), or a request's lower one.
+fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, PartitionLimit) {
+    match requested {
+        Some(asked) if asked > 0 && (configured == 0 || asked < configured) => {
+            (asked, PartitionLimit::Request)
+        }
+        _ => (configured, PartitionLimit::Server),
+    }
+}
+
+impl Pipeline {
+    /// The settings it runs with.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.inner.config
+    }
+
+    /// Bytes buffered and the limit.
+    pub fn memory(&self) -> (u64, u64) {
+        (self.inner.memory.used(), self.inner.memory.limit())
+    }
+
+    /// Whether new inserts are taken.
+    pub fn is_accepting(&self) -> bool {
+        self.inner.accepting.load(Ordering::Acquire)
+    }
+
+    /// Decodes, buffers and (by its ack mode) waits for one NDJSON insert.
+    pub async fn insert_ndjson(&self, insert: Insert<'_>) -> Result<Inserted, InsertError> {
+        let name = self.precheck(insert.table, insert.ack, insert.admission)?;
+        let handle = self
+            .table_for(&name, || {
+                infer_schema(insert.body, insert.options.dialect).map_err(InsertError::from)
+            })
+            .await?;
+        let batch = if insert.body.len() > DECODE_INLINE_MAX {
+            let schema = handle.def.schema().clone();
+            let body = insert.body.to_vec();
+            let options = insert.options.clone();
+            tokio::task::spawn_blocking(move || decode_ndjson(&schema, &body, &options))
+                .await
+                .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
+        } else {
+            decode_ndjson(handle.def.schema(), insert.body, &insert.options)?
+        };
+        let record = || {
+            Ok(record::encode_ndjson(
+                insert.table,
+                &insert.options,
+                insert.body,
+            ))
+        };
+        let terms = Terms {
+            ack: insert.ack,
+            admission: insert.admission,
+            max_partitions: insert.max_partitions,
+        };
+        self.submit(&handle, batch, insert.body.len() as u64, terms, record)
+            .await
+    }
+
+    /// Buffers and (by its ack mode) waits for one Arrow batch: the library API.
+    ///
+    /// The batch must have exactly the table's columns. A missing table is created from the
+    /// batch's schema when auto-create is on.
+    pub async fn insert_batch(
+        &self,
+        table: &str,
+        batch: RecordBatch,
+        ack: AckMode,
+        admission: Admission,
+    ) -> Result<Inserted, InsertError> {
+        let name = self.precheck(table, ack, admission)?;
+        let handle = self.table_for(&name, || schema_of(table, &batch)).await?;
+        if batch.schema().fields() != handle.def.schema().arrow().fields() {
+            return Err(InsertError::SchemaMismatch {
+                table: table.to_owned(),
+                reason: format!(
+                    "the batch has {:?}, the table has {:?}",
+                    batch.schema().fields(),
+                    handle.def.schema().arrow().fields()
+                ),
+            });
+        }
+        let bytes = batch.get_array_memory_size() as u64;
+        let logged = batch.clone();
+        let record = move || record::encode_arrow(table, &logged).map_err(InsertError::WalFailed);
+        let terms = Terms {
+            ack,
+            admission,
+            max_partitions: None,
+        };
+        self.submit(&handle, batch, bytes, terms, record).await
+    }
+
+    /// A snapshot of every table.
+    pub fn tables(&self) -> Vec<TableInfo> {
+        let tables = self.read_tables();
+        let mut infos: Vec<TableInfo> = tables
+            .values()
+            .map(|h| TableInfo {
+                name: h.def.name().to_string(),
+                sink: h.sink,
+                layout: h.def.layout(),
+                buffered_rows: TableStats::load(&h.stats.buffered_rows),
+                buffered_bytes: TableStats::load(&h.stats.buffered_bytes),
+                rows_written: TableStats::load(&h.stats.rows_written),
+                parts_written: TableStats::load(&h.stats.parts_written),
+                bytes_written: TableStats::load(&h.stats.bytes_written),
+                failing: h.stats.error(),
+                active_parts: h.store.active_parts(h.def.name()),
+            })
+            .collect();
+        infos.sort_by(|a, b| a.name.cmp(&b.name));
+        infos
+    }
+
+    /// Stops taking inserts, flushes everything buffered and waits for the writers to finish.
+    /// Calling it again waits for nothing and reports nothing.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        {
+            let _creating = self.inner.creating.lock().await;
+            self.inner.accepting.store(false, Ordering::Release);
+            for handle in self.read_tables().values() {
+                let _ = handle.tx.send(Command::Close);
+            }
+        }
+        let writers = match self.inner.writers.lock() {
+            Ok(mut guard) => std::mem::take(&mut *guard),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        };
+        let mut report = ShutdownReport::default();
+        for writer in writers {
+            match writer.await {
+                Ok(table) => report.tables.push(table),
+                Err(e) => tracing::error!(error = %e, "a table writer failed"),
+            }
+        }
+        if let Some(wal) = &self.inner.wal {
+            wal.close();
+        }
+        report
+    }
+
+    /// The write-ahead log's state, when there is one.
+    pub fn wal(&self) -> Option<WalInfo> {
+        self.inner.wal.as_ref().map(|wal| {
+            let stats = wal.stats();
+            WalInfo {
+                frames: stats.frames.load(Ordering::Relaxed),
+                bytes: stats.bytes.load(Ordering::Relaxed),
+                fsyncs: stats.fsyncs.load(Ordering::Relaxed),
+                outstanding: wal.outstanding() as u64,
+                poisoned: wal.poisoned(),
+            }
+        })
+    }
+
+    /// What replay did at start (nothing, without a log).
+    pub fn replayed(&self) -> ReplayReport {
+        self.inner.replay.get().cloned().unwrap_or_default()
+    }
+
+    fn precheck(
+        &self,
+        table: &str,
+        ack: AckMode,
+        admission: Admission,
+    ) -> Result<TableName, InsertError> {
+        if !self.is_accepting() {
+            return Err(InsertError::ShuttingDown);
+        }
+        match (&self.inner.wal, ack) {
+            (None, AckMode::Durable) => return Err(InsertError::DurableNeedsWal),
+            (Some(wal), AckMode::Durable | AckMode::Committed) => {
+                if let Some(reason) = wal.poisoned() {
+                    return Err(InsertError::WalFailed(format!(
+                        "the write-ahead log refuses writes until restart: {reason}"
+                    )));
+                }
+            }
+            _ => {}
+        }
+        let name = TableName::new(table)?;
+        if admission == Admission::Refuse
+            && let Some(full) = self.inner.memory.full()
+        {
+            return Err(full.into());
+        }
+        Ok(name)
+    }
+
+    /// Delays or refuses an insert whose partitions hold too many active parts (the table's
+    /// [`sluice_core::PartsThrottle`]), before it takes any memory. The longest delay of its
+    /// partitions applies; one partition over `parts_to_throw_insert` refuses the whole insert.
+    async fn throttle(&self, handle: &TableHandle, pieces: &[Piece]) -> Result<(), InsertError> {
+        let throttle = handle.def.throttle();
+        let mut delay = std::time::Duration::ZERO;
+        for piece in pieces {
+            let Some(parts) = handle.store.partition_parts(handle.def.name(), &piece.key) else {
+                continue;
+            };
+            match throttle.verdict(parts) {
+                Verdict::Go => {}
+                Verdict::Delay(d) => delay = delay.max(d),
+                Verdict::Refuse => {
+                    return Err(InsertError::TooManyParts {
+                        table: handle.def.name().to_string(),
+                        partition: piece.key.to_string(),
+                        parts,
+                        limit: throttle.parts_to_throw_insert,
+                    });
+                }
+            }
+        }
+        if !delay.is_zero() {
+            handle.delayed.increment(1);
+            tokio::time::sleep(delay).await;
+        }
+        Ok(())
+    }
+
+    async fn submit(
+        &self,
+        handle: &TableHandle,
+        batch: RecordBatch,
+        body_bytes: u64,
+        terms: Terms,
+        record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
+    ) -> Result<Inserted, InsertError> {
+        let Terms {
+            ack,
+            admission,
+            max_partitions,
+        } = terms;
+        let rows = batch.num_rows() as u64;
+        let inserted = Inserted {
+            table: handle.def.name().clone(),
+            rows,
+            ack,
+        };
+        if rows == 0 {
+            return Ok(inserted);
+        }
+        // Counted before the rows are copied out per partition: an insert spread over a
+        // partition per row is refused without building a batch for each.
+        let grouped = handle
+            .def
+            .partition()
+            .group(&batch, handle.store.empty_partition_value())?;
+        let (limit, set_by) =
+            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
+        if limit > 0 && grouped.len() > limit {
+            return Err(InsertError::TooManyPartitions {
+                table: handle.def.name().to_string(),
+                partitions: grouped.len(),
+                limit,
+                set_by,
+            });
+        }
+        let pieces: Vec<Piece> = grouped
+            .split()?
+            .into_iter()
+            .map(|(key, batch)| Piece {
+                bytes: batch.get_array_memory_size() as u64,
+                key,
+                batch,
+            })
+            .collect();
+        self.throttle(handle, &pieces).await?;
+        let bytes: u64 = pieces.iter().map(Piece::charge).sum();
+        let memory = &handle.memory;
+        match admission {
+            Admission::Refuse => memory.try_reserve(bytes)?,
+            Admission::Wait => memory.reserve(bytes).await,
+        }
+        let wal = self.inner.wal.as_ref();
+        let payload = match wal {
+            Some(_) if ack != AckMode::Async => match record() {
+                Ok(payload) => Some(payload),
+                Err(e) => {
+                    memory.release(bytes);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        let (waiter, outcome) = match ack {
+            AckMode::Committed => {
+                let (waiter, rx) = Waiter::new(pieces.len());
+                (Some(Arc::new(waiter)), Some(rx))
+            }
+            AckMode::Async | AckMode::Durable => (None, None),
+        };
+        let durable = {
+            let _order = match handle.order.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let (seq, frame, durable) = match (wal, payload) {
+                (Some(wal), Some(payload)) => match wal.append(&payload) {
+                    Ok(appended) => (
+                        appended.lsn,
+                        Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
+                        Some(appended.durable),
+                    ),
+                    Err(e) => {
+                        memory.release(bytes);
+                        return Err(InsertError::WalFailed(e.to_string()));
+                    }
+                },
+                (Some(wal), None) => match wal.next_lsn() {
+                    Ok(lsn) => (lsn, None, None),
+                    Err(e) => {
+                        memory.release(bytes);
+                        return Err(InsertError::WalFailed(e.to_string()));
+                    }
+                },
+                (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
+            };
+            let msg = InsertMsg {
+                pieces,
+                seq,
+                arrived: Instant::now(),
+                waiter,
+                durable: durable.clone(),
+                frame,
+                unfiltered: false,
+            };
+            if handle.tx.send(Command::Insert(msg)).is_err() {
+                // Shutting down. A logged frame stays in the log and lands after the next start.
+                memory.release(bytes);
+                return Err(InsertError::ShuttingDown);
+            }
+            durable
+        };
+        handle.inserts.increment(1);
+        handle.rows_received.increment(rows);
+        handle.bytes_received.increment(body_bytes);
+        if let Some(durable) = durable {
+            durable
+                .wait()
+                .await
+                .map_err(|e| InsertError::WalFailed(e.to_string()))?;
+        }
+        let Some(outcome) = outcome else {
+            return Ok(inserted);
+        };
+        let timeout = self.inner.config.ack_timeout;
+        match tokio::time::timeout(timeout, outcome).await {
+            Ok(Ok(Ok(()))) => Ok(inserted),
+            Ok(Ok(Err(Failure::Refused(reason)))) => Err(InsertError::StoreRefused(reason)),
+            Ok(Ok(Err(Failure::Abandoned(reason)))) => Err(InsertError::NotCommitted(reason)),
+            Ok(Err(_)) => Err(InsertError::NotCommitted(
+                "the pipeline stopped before the batch landed".to_owned(),
+            )),
+            Err(_) => Err(InsertError::NotCommittedInTime(timeout)),
+        }
+    }
+}
+
+/// The table schema for an Arrow batch given to [`Pipeline::insert_batch`].
+fn schema_of(table: &str, batch: &RecordBatch) -> Result<TableSchema, InsertError> {
+    let mismatch = |reason: String| InsertError::SchemaMismatch {
+        table: table.to_owned(),
+        reason,
+    };
+    let columns = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let ty = ColumnType::from_arrow(f.data_type()).ok_or_else(|| {
+                mismatch(format!(
+                    "column '{}' has type {}, which sluice has no column type for",
+                    f.name(),
+                    f.data_type()
+                ))
+            })?;
+            Ok(Column {
+                name: f.name().clone(),
+                ty,
+                nullable: f.is_nullable(),
+            })
+        })
+        .collect::<Result<Vec<_>, InsertError>>()?;
+    TableSchema::new(columns).map_err(|e| mismatch(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_lowers_the_partition_limit_and_never_raises_or_lifts_it() {
+        use PartitionLimit::{Request, Server};
+        // (configured, requested) -> (limit, whose)
+        let cases = [
+            ((100, None), (100, Server)),
+            ((100, Some(0)), (100, Server)),
+            ((100, Some(5)), (5, Request)),
+            ((100, Some(100)), (100, Server)),
+            ((100, Some(1000)), (100, Server)),
+            // No limit configured: a request may set one.
+            ((0, None), (0, Server)),
+            ((0, Some(0)), (0, Server)),
+            ((0, Some(7)), (7, Request)),
+        ];
+        for ((configured, requested), expected) in cases {
+            assert_eq!(
+                partition_limit(configured, requested),
+                expected,
+                "{configured} {requested:?}"
+            );
+        }
+    }
+}

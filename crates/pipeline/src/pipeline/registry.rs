@@ -1,0 +1,127 @@
+//! The table registry: looking tables up, creating one from its first insert, registering a
+//! table with its writer task.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sluice_core::{TableDef, TableName, TableSchema};
+use tokio::sync::mpsc;
+
+use super::{Pipeline, TableHandle};
+use crate::error::InsertError;
+use crate::memory::MemoryBudget;
+use crate::stats::{TableStats, names};
+use crate::writer::{Opening, Writer};
+
+impl Pipeline {
+    /// The table called `name`, created from `schema()` if it is missing and auto-create is on.
+    pub(super) async fn table_for(
+        &self,
+        name: &TableName,
+        schema: impl FnOnce() -> Result<TableSchema, InsertError>,
+    ) -> Result<Arc<TableHandle>, InsertError> {
+        if let Some(handle) = self.read_tables().get(name) {
+            return Ok(handle.clone());
+        }
+        if !self.inner.config.auto_create {
+            return Err(InsertError::UnknownTable(name.to_string()));
+        }
+        let _creating = self.inner.creating.lock().await;
+        if let Some(handle) = self.read_tables().get(name) {
+            return Ok(handle.clone());
+        }
+        if !self.is_accepting() {
+            return Err(InsertError::ShuttingDown);
+        }
+        let limit = self.inner.config.max_tables;
+        if self.read_tables().len() >= limit {
+            return Err(InsertError::TooManyTables {
+                table: name.to_string(),
+                limit,
+            });
+        }
+        let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy)
+            .with_throttle(self.inner.config.default_throttle);
+        let create_failed = |reason: String| InsertError::CreateFailed {
+            table: name.to_string(),
+            reason,
+        };
+        // The store first: a table it cannot make is never remembered, so it cannot stop the
+        // next start. A crash between the two leaves a table the store holds and the catalog
+        // does not; the next insert creates it again (creating is idempotent).
+        let sink = self.inner.default_sink.clone();
+        sink.create_table(&def).await.map_err(|e| {
+            let (table, reason) = (name.to_string(), e.to_string());
+            if e.is_retriable() {
+                InsertError::StoreUnavailable { table, reason }
+            } else {
+                InsertError::TableRefused { table, reason }
+            }
+        })?;
+        let catalog = self.inner.catalog.clone();
+        let (stored_name, layout) = (name.clone(), def.layout());
+        tokio::task::spawn_blocking(move || catalog.store(&stored_name, &layout))
+            .await
+            .map_err(|e| create_failed(e.to_string()))?
+            .map_err(|e| create_failed(e.to_string()))?;
+        tracing::info!(table = %name, columns = def.schema().columns().len(), "table created from its first insert");
+        Ok(self.register(def, sink, None))
+    }
+
+    pub(super) fn register(
+        &self,
+        def: TableDef,
+        sink: Arc<dyn sluice_core::Sink>,
+        opening: Option<Opening>,
+    ) -> Arc<TableHandle> {
+        let def = Arc::new(def);
+        let stats = Arc::new(TableStats::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let memory = Arc::new(MemoryBudget::share(
+            self.inner.memory.clone(),
+            self.inner.config.table_buffer_bytes(),
+        ));
+        let writer = Writer::new(
+            def.clone(),
+            sink.clone(),
+            memory.clone(),
+            stats.clone(),
+            &self.inner.config,
+            opening,
+        );
+        let task = tokio::spawn(writer.run(rx));
+        match self.inner.writers.lock() {
+            Ok(mut guard) => guard.push(task),
+            Err(poisoned) => poisoned.into_inner().push(task),
+        }
+        let table = def.name().to_string();
+        let handle = Arc::new(TableHandle {
+            rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
+            bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
+            inserts: metrics::counter!(names::INSERTS, "table" => table.clone()),
+            delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table),
+            sink: sink.name(),
+            store: sink.clone(),
+            def,
+            memory,
+            tx,
+            order: Mutex::new(()),
+            stats,
+        });
+        let mut tables = match self.inner.tables.write() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        tables.insert(handle.def.name().clone(), handle.clone());
+        handle
+    }
+
+    pub(super) fn read_tables(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, HashMap<TableName, Arc<TableHandle>>> {
+        match self.inner.tables.read() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}

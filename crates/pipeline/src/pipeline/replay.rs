@@ -1,0 +1,149 @@
+//! Replay: every logged insert the stores do not hold yet, back to its table's writer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sluice_core::{
+    DecodeOptions, EmptyValue, PartitionKey, TableName, TableSchema, conform, decode_ndjson,
+};
+use sluice_wal::Wal;
+
+use super::TableHandle;
+use crate::error::StartError;
+use crate::record::{self, Record};
+use crate::writer::{Command, FrameAck, InsertMsg, Piece};
+
+/// What replay found and did at start.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayReport {
+    /// Frames read from the log.
+    pub frames: u64,
+    /// Rows handed back to writers.
+    pub rows: u64,
+    /// Partition pieces skipped because the store already held them.
+    pub pieces_already_landed: u64,
+}
+
+/// The decoding options of a logged insert, replayed against the table's columns as they are
+/// now: keys and listed columns the table no longer has are left out.
+fn replay_options(schema: &TableSchema, logged: &DecodeOptions) -> DecodeOptions {
+    DecodeOptions {
+        dialect: logged.dialect,
+        skip_unknown_fields: true,
+        columns: logged.columns.as_ref().map(|listed| {
+            listed
+                .iter()
+                .filter(|name| schema.column(name).is_some())
+                .cloned()
+                .collect()
+        }),
+    }
+}
+
+/// Hands every logged insert the stores do not hold yet back to its table's writer.
+pub(super) fn replay_frames(
+    replay: &sluice_wal::Replay,
+    wal: &Arc<Wal>,
+    tables: &HashMap<TableName, Arc<TableHandle>>,
+    watermarks: &HashMap<TableName, HashMap<PartitionKey, u64>>,
+) -> Result<ReplayReport, StartError> {
+    let mut report = ReplayReport::default();
+    let mut failure: Option<StartError> = None;
+    replay.for_each(|lsn, payload| {
+        if failure.is_some() {
+            return;
+        }
+        report.frames += 1;
+        let fail = |reason: String| StartError::Replay { lsn, reason };
+        let record = match record::decode(payload) {
+            Ok(record) => record,
+            Err(reason) => {
+                failure = Some(fail(reason));
+                return;
+            }
+        };
+        let Some(handle) = TableName::new(record.table())
+            .ok()
+            .and_then(|name| tables.get(&name))
+        else {
+            // Its folder (and remembered layout) was deleted with inserts still logged: they
+            // were acknowledged, so the start stops rather than drop them.
+            let table = sluice_core::name::printable(record.table());
+            failure = Some(fail(format!(
+                "table '{table}' no longer exists, and the log holds inserts into it that have \
+                 not landed: declare it in the config ([tables.{table}]) to land them, or move \
+                 the log away to drop every insert in it that has not landed"
+            )));
+            return;
+        };
+        // The insert lands in the table as it is now, which the config may have changed since
+        // it was logged: a column dropped since is left out of its rows (as of any insert
+        // after the change), and a nullable one added since is null in them.
+        let schema = handle.def.schema();
+        let batch = match &record {
+            Record::Ndjson { options, body, .. } => {
+                decode_ndjson(schema, body, &replay_options(schema, options))
+                    .map_err(|e| e.to_string())
+            }
+            Record::Arrow { ipc, .. } => {
+                record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
+            }
+        };
+        // Every logged insert passed the door's checks when it was taken. Should the table
+        // have moved since from a store that keeps an empty partition value to a Delta table,
+        // refusing such a row now would stop the start: it lands, and reads back as null.
+        let pieces = batch.and_then(|b| {
+            handle
+                .def
+                .partition()
+                .split(&b, EmptyValue::Kept)
+                .map_err(|e| e.to_string())
+        });
+        let pieces = match pieces {
+            Ok(pieces) => pieces,
+            Err(reason) => {
+                failure = Some(fail(format!("table '{}': {reason}", record.table())));
+                return;
+            }
+        };
+        // A table whose store did not answer has no watermarks yet: its writer leaves out what
+        // the store holds once it opens the table.
+        let held = watermarks.get(handle.def.name());
+        let total = pieces.len();
+        let pieces: Vec<Piece> = pieces
+            .into_iter()
+            .filter(|(key, _)| held.and_then(|h| h.get(key)).is_none_or(|w| lsn > *w))
+            .map(|(key, batch)| Piece {
+                bytes: batch.get_array_memory_size() as u64,
+                key,
+                batch,
+            })
+            .collect();
+        report.pieces_already_landed += (total - pieces.len()) as u64;
+        if pieces.is_empty() {
+            wal.landed(lsn);
+            return;
+        }
+        report.rows += pieces
+            .iter()
+            .map(|p| p.batch.num_rows() as u64)
+            .sum::<u64>();
+        // Replayed rows were accepted before the crash: they are admitted even over the budget.
+        handle.memory.force(pieces.iter().map(Piece::charge).sum());
+        let msg = InsertMsg {
+            frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
+            pieces,
+            seq: lsn,
+            arrived: Instant::now(),
+            waiter: None,
+            durable: None,
+            unfiltered: held.is_none(),
+        };
+        let _ = handle.tx.send(Command::Insert(msg));
+    })?;
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(report),
+    }
+}

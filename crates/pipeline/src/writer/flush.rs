@@ -1,0 +1,246 @@
+//! One flush at a time: starting it, merging queued batches of its partition, its outcome.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sluice_core::{FlushBatch, FlushId, Landed, PartitionKey, Sealed, SinkError};
+use tokio::task::JoinHandle;
+
+use crate::ack::Failure;
+use crate::dead;
+
+use super::Writer;
+use super::message::{Token, charge};
+
+pub(super) type FlushResult = (Result<Landed, SinkError>, Duration);
+
+/// Rows per batch of a sorted flush (a table without a sort key hands its sinks the batches
+/// the inserts came in).
+const SORTED_BATCH_ROWS: usize = 64 * 1024;
+
+pub(super) struct Inflight {
+    pub(super) key: PartitionKey,
+    pub(super) sealed: Sealed<Token>,
+    pub(super) task: JoinHandle<FlushResult>,
+}
+
+impl Writer {
+    /// Starts the next flush if none is running and no backoff or pause is pending.
+    pub(super) fn start_flush(&mut self, now: Instant) -> Option<Inflight> {
+        if self.retry_at.is_some_and(|t| now < t) || self.paced_until.is_some_and(|t| now < t) {
+            return None;
+        }
+        let (key, mut sealed) = self.queue.pop_front()?;
+        self.merge_queued(&key, &mut sealed);
+        let id = FlushId {
+            table: self.table.name().clone(),
+            partition: key.clone(),
+            first_seq: sealed.first_seq,
+            last_seq: sealed.last_seq,
+        };
+        let chunks = sealed.chunks.clone();
+        let table = self.table.clone();
+        let sink = self.sink.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let sorted_table = table.clone();
+            let batches = tokio::task::spawn_blocking(move || {
+                sorted_table.sort_chunks(&chunks, SORTED_BATCH_ROWS)
+            })
+            .await;
+            let batches = match batches {
+                Ok(Ok(batches)) => batches,
+                Ok(Err(e)) => {
+                    let error = SinkError::permanent(
+                        sink.name(),
+                        format!("cannot assemble the batch: {e}"),
+                    );
+                    return (Err(error), started.elapsed());
+                }
+                Err(e) => {
+                    let error =
+                        SinkError::retriable(sink.name(), format!("assembly task failed: {e}"));
+                    return (Err(error), started.elapsed());
+                }
+            };
+            let flush = FlushBatch {
+                table: &table,
+                id,
+                batches,
+            };
+            let result = sink.write(flush).await;
+            (result, started.elapsed())
+        });
+        Some(Inflight { key, sealed, task })
+    }
+
+    /// Folds queued batches of the same partition into `head`, within the policy's limits.
+    pub(super) fn merge_queued(&mut self, key: &PartitionKey, head: &mut Sealed<Token>) {
+        let policy = *self.table.policy();
+        let mut i = 0;
+        while i < self.queue.len() {
+            let (other_key, other) = &self.queue[i];
+            let fits = head.rows + other.rows <= policy.max_rows()
+                && head.bytes + other.bytes <= policy.max_bytes();
+            if other_key != key {
+                i += 1;
+                continue;
+            }
+            if !fits {
+                // Later batches of this partition must not overtake this one.
+                break;
+            }
+            let Some((_, other)) = self.queue.remove(i) else {
+                break;
+            };
+            head.chunks.extend(other.chunks);
+            head.tokens.extend(other.tokens);
+            head.rows += other.rows;
+            head.bytes += other.bytes;
+            head.inserts += other.inserts;
+            head.opened_at = head.opened_at.min(other.opened_at);
+            head.first_seq = head.first_seq.min(other.first_seq);
+            head.last_seq = head.last_seq.max(other.last_seq);
+        }
+    }
+
+    pub(super) fn finish(
+        &mut self,
+        key: PartitionKey,
+        sealed: Sealed<Token>,
+        (result, took): FlushResult,
+    ) {
+        match result {
+            Ok(landed) => {
+                let now = Instant::now();
+                self.instruments.flush_seconds.record(took.as_secs_f64());
+                self.instruments.parts.increment(landed.parts);
+                self.instruments.rows_written.increment(sealed.rows);
+                self.instruments.part_rows.record(sealed.rows as f64);
+                for token in &sealed.tokens {
+                    self.instruments
+                        .row_wait
+                        .record(now.duration_since(token.arrived).as_secs_f64());
+                    if let Some(waiter) = &token.waiter {
+                        waiter.landed();
+                    }
+                    if let Some(frame) = &token.frame {
+                        frame.piece_done();
+                    }
+                }
+                self.stats
+                    .rows_written
+                    .fetch_add(sealed.rows, std::sync::atomic::Ordering::Relaxed);
+                self.stats
+                    .parts_written
+                    .fetch_add(landed.parts, std::sync::atomic::Ordering::Relaxed);
+                self.stats
+                    .bytes_written
+                    .fetch_add(landed.bytes, std::sync::atomic::Ordering::Relaxed);
+                self.release(&sealed);
+                if self.attempt > 0 {
+                    tracing::info!(table = %self.table.name(), attempts = self.attempt + 1, "store recovered");
+                }
+                self.attempt = 0;
+                self.retry_at = None;
+                self.last_error = None;
+                self.stats.set_error(None);
+                self.instruments.store_pause.set(landed.pause.as_secs_f64());
+                if landed.pause.is_zero() {
+                    self.paced_until = None;
+                } else {
+                    // Rows keep arriving and queue up meanwhile: the next flush folds them
+                    // together (`merge_queued`), so the store gets fewer, larger parts.
+                    self.instruments.store_pauses.increment(1);
+                    self.paced_until = Some(now + landed.pause);
+                }
+            }
+            Err(error) if error.is_retriable() => {
+                self.instruments.errors_retriable.increment(1);
+                self.attempt += 1;
+                let delay = self.backoff.delay(self.attempt, rand::random::<f64>());
+                tracing::warn!(
+                    table = %self.table.name(), partition = %key, attempt = self.attempt,
+                    retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
+                );
+                self.retry_at = Some(Instant::now() + delay);
+                self.last_error = Some(error.to_string());
+                self.stats.set_error(Some(error.to_string()));
+                self.queue.push_front((key, sealed));
+            }
+            Err(error) => {
+                self.instruments.errors_permanent.increment(1);
+                let id = FlushId {
+                    table: self.table.name().clone(),
+                    partition: key.clone(),
+                    first_seq: sealed.first_seq,
+                    last_seq: sealed.last_seq,
+                };
+                let kept = self.keep_dead_letter(&id, &sealed, &error.to_string());
+                let reason = match &kept {
+                    Some(Ok(path)) => format!("{error} (the rows are kept in {})", path.display()),
+                    _ => error.to_string(),
+                };
+                for token in &sealed.tokens {
+                    if let Some(waiter) = &token.waiter {
+                        waiter.failed(Failure::Refused(reason.clone()));
+                    }
+                    // Replaying a batch the store refuses for good would only refuse it again;
+                    // only a dead letter that could not be written leaves the frames to replay.
+                    if !matches!(kept, Some(Err(_)))
+                        && let Some(frame) = &token.frame
+                    {
+                        frame.piece_done();
+                    }
+                }
+                self.release(&sealed);
+                self.attempt = 0;
+                self.retry_at = None;
+                self.last_error = Some(reason);
+            }
+        }
+    }
+
+    /// Writes a refused batch to the dead-letter folder, if there is one. `None` when there is no
+    /// folder (the rows are dropped and counted).
+    pub(super) fn keep_dead_letter(
+        &self,
+        id: &FlushId,
+        sealed: &Sealed<Token>,
+        error: &str,
+    ) -> Option<Result<PathBuf, String>> {
+        let Some(root) = &self.dead_letters else {
+            self.instruments.rows_dropped.increment(sealed.rows);
+            tracing::error!(table = %id.table, partition = %id.partition, rows = sealed.rows, error, "the store refused a batch for good; its rows are dropped");
+            return None;
+        };
+        let written = dead::write(root, id, &sealed.chunks, self.sink.name(), error)
+            .map_err(|e| e.to_string());
+        match &written {
+            Ok(path) => {
+                self.instruments.dead_batches.increment(1);
+                self.instruments.dead_rows.increment(sealed.rows);
+                tracing::error!(table = %id.table, partition = %id.partition, rows = sealed.rows, path = %path.display(), error, "the store refused a batch for good; its rows are in the dead-letter folder");
+            }
+            Err(e) => {
+                tracing::error!(table = %id.table, rows = sealed.rows, error, dead_letter_error = %e, "the store refused a batch for good and it could not be kept; logged rows stay in the write-ahead log");
+            }
+        }
+        Some(written)
+    }
+
+    pub(super) fn release(&mut self, sealed: &Sealed<Token>) {
+        self.memory.release(charge(sealed));
+        self.buffered_rows -= sealed.rows;
+        self.buffered_bytes -= sealed.bytes;
+        self.publish_buffered();
+    }
+
+    pub(super) fn publish_buffered(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.stats.buffered_rows.store(self.buffered_rows, Relaxed);
+        self.stats
+            .buffered_bytes
+            .store(self.buffered_bytes, Relaxed);
+    }
+}

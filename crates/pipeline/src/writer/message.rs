@@ -1,0 +1,117 @@
+//! What the pipeline sends a table's writer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use sluice_core::{PartitionKey, Sealed};
+use sluice_wal::{Completion, Wal};
+
+use crate::ack::Waiter;
+use crate::memory::{INSERT_OVERHEAD, MemoryBudget};
+
+/// A message to a table's writer.
+pub(crate) enum Command {
+    /// Rows to buffer.
+    Insert(InsertMsg),
+    /// Stop taking messages, flush everything, exit.
+    Close,
+}
+
+/// One accepted insert, split by partition, its memory already reserved.
+pub(crate) struct InsertMsg {
+    pub(crate) pieces: Vec<Piece>,
+    pub(crate) seq: u64,
+    pub(crate) arrived: Instant,
+    pub(crate) waiter: Option<Arc<Waiter>>,
+    /// The fsync of its frame, when it was logged and that fsync may still be running.
+    pub(crate) durable: Option<Arc<Completion>>,
+    /// Its frame, when it was logged (or replayed): told when every piece has landed.
+    pub(crate) frame: Option<Arc<FrameAck>>,
+    /// Replayed from the log at start, with the pieces the store holds not yet left out (its
+    /// store did not answer then; see [`super::Opening`]).
+    pub(crate) unfiltered: bool,
+}
+
+impl InsertMsg {
+    /// Leaves out the pieces the store already holds (`held`: its watermark per partition),
+    /// releasing their memory and telling their frame. `false` when nothing is left.
+    pub(super) fn keep_unlanded(
+        &mut self,
+        held: &HashMap<PartitionKey, u64>,
+        memory: &MemoryBudget,
+    ) -> bool {
+        let seq = self.seq;
+        self.pieces.retain(|piece| {
+            let landed = held.get(&piece.key).is_some_and(|w| seq <= *w);
+            if landed {
+                memory.release(piece.charge());
+                if let Some(frame) = &self.frame {
+                    frame.piece_done();
+                }
+            }
+            !landed
+        });
+        self.unfiltered = false;
+        !self.pieces.is_empty()
+    }
+}
+
+/// A logged insert's frame, landed once every partition piece of it is in the store.
+pub(crate) struct FrameAck {
+    pub(super) lsn: u64,
+    pub(super) pieces: std::sync::atomic::AtomicUsize,
+    pub(super) wal: Arc<Wal>,
+}
+
+impl FrameAck {
+    pub(crate) fn new(wal: Arc<Wal>, lsn: u64, pieces: usize) -> Arc<Self> {
+        Arc::new(Self {
+            lsn,
+            pieces: std::sync::atomic::AtomicUsize::new(pieces),
+            wal,
+        })
+    }
+
+    /// One piece is in the store (or will never be: refused for good, or never logged).
+    pub(crate) fn piece_done(&self) {
+        if self
+            .pieces
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            self.wal.landed(self.lsn);
+        }
+    }
+}
+
+/// The rows of one insert that fall in one partition.
+pub(crate) struct Piece {
+    pub(crate) key: PartitionKey,
+    pub(crate) batch: RecordBatch,
+    /// Its Arrow memory.
+    pub(crate) bytes: u64,
+}
+
+impl Piece {
+    /// What it holds of the memory budget: its Arrow memory and [`INSERT_OVERHEAD`].
+    pub(crate) fn charge(&self) -> u64 {
+        self.bytes + INSERT_OVERHEAD
+    }
+}
+
+/// What a sealed batch holds of the memory budget: its Arrow memory and [`INSERT_OVERHEAD`] for
+/// each insert piece in it.
+pub(super) fn charge(sealed: &Sealed<Token>) -> u64 {
+    sealed.bytes + INSERT_OVERHEAD * sealed.tokens.len() as u64
+}
+
+/// What each buffered insert carries until its rows land.
+pub(crate) struct Token {
+    pub(super) waiter: Option<Arc<Waiter>>,
+    pub(super) frame: Option<Arc<FrameAck>>,
+    pub(super) arrived: Instant,
+    /// Rows of this insert in this partition.
+    pub(super) rows: u64,
+}
