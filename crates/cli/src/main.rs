@@ -29,7 +29,6 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a single-row insert makes dozens of small Arrow
 /// allocations on one thread and frees them on another, which glibc's arenas serve poorly.
-/// Measured side by side with wrk (64 connections, 2 cores): single-row inserts 33k -> 44k/s.
 /// Built without transparent huge pages (the workspace's `no_thp`): with them, memory that
 /// mimalloc purges and reuses is faulted back in and zeroed 2 MiB at a time.
 #[global_allocator]

@@ -158,7 +158,7 @@ fn record_compaction(
         metrics::counter!(name, "table" => table.clone(), "direction" => "in").increment(inward);
         metrics::counter!(name, "table" => table.clone(), "direction" => "out").increment(outward);
     }
-    // Only rounds that merged: the idle ones (a few milliseconds to find nothing to do) would
+    // Only rounds that merged: the idle ones (short, since they find nothing to do) would
     // hide how long the work takes, which is what tells whether compaction keeps up. Recorded
     // after the counters, so a scrape never sees more such rounds than merges.
     if report.merges + report.lost_races > 0 {

@@ -18,8 +18,8 @@ use crate::name::printable;
 pub const MAX_COLUMN_NAME_LEN: usize = 256;
 
 /// The most columns a first insert may give an auto-created table (SQLite's default limit;
-/// PostgreSQL's is 1,600). Every column costs an encoder in each flush: 20,000 columns took one
-/// row 4 s and 600 MB to land, so a first insert of a few hundred kilobytes could otherwise
+/// PostgreSQL's is 1,600). Every column costs an encoder, and its memory, in each flush, so a
+/// first insert of a few hundred kilobytes naming tens of thousands of columns could otherwise
 /// exhaust the server's memory. Declared tables are the operator's to size.
 pub const MAX_INFERRED_COLUMNS: usize = 2_000;
 

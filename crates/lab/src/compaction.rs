@@ -8,8 +8,8 @@
 //! commit). Both read the inputs from a warm page cache, and each starts after the writes before
 //! it have been flushed to disk (`sync`), so neither pays for writing back the other's files or
 //! the inputs. With several runs the two alternate, sluice each time on a fresh copy of the
-//! small files, and each side's time is its median: on a shared machine whose speed drifts by a
-//! quarter from one minute to the next, one run of each can land on a slow and a fast minute.
+//! small files, and each side's time is its median: on a shared machine whose speed drifts from
+//! one minute to the next, one run of each can land on a slow and a fast minute.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -17,8 +17,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// (Linux's `O_NOATIME`, for files this process owns; others are opened plainly). A part is
 /// read once, by the compaction that replaces it, and under the default `relatime` mount
 /// option that first read after the write would update the access time: an inode dirtied, and
-/// a journal write, per input. On the compaction lab's 20,000 files, the access-time updates
-/// were 2% of the pass's CPU (`perf`, `touch_atime`).
+/// a journal write, per input (`touch_atime` in a profile of a compaction pass).
 pub fn open_to_read(path: &Path) -> io::Result<File> {
     #[cfg(target_os = "linux")]
     {
@@ -79,9 +78,8 @@ const DIRECT_ALIGN: usize = 4096;
 /// through the page cache before the closing fsync.
 ///
 /// Written through the page cache, a large file costs a copy of every byte into cache pages
-/// (on the virtual machines measured here, filling fresh cache pages ran at 0.3-0.5 GB/s: 52
-/// MB took about 0.12 s of CPU), and the closing fsync then writes whatever writeback has not
-/// yet. Direct chunks cost neither; the price is that the file is not in the page cache
+/// (CPU time spent filling fresh pages), and the closing fsync then writes whatever writeback
+/// has not yet. Direct chunks cost neither; the price is that the file is not in the page cache
 /// afterwards, so its first reader reads it from the device. A small file (a flush's part)
 /// never reaches a chunk and is written as before.
 ///

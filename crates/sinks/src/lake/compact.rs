@@ -132,10 +132,9 @@ pub(crate) async fn compact(
     // writes, in its turn, in the planned order, largest first: a merge's reads and its
     // encoding each use every core, so the next merge reads while one writes and writes while
     // that one commits, and the pass ends on the commit of its smallest merge, the cheapest
-    // (its log update has the fewest files to replay). Alternated runs of the compaction lab,
-    // eight each, twice: medians 1.31 and 1.305 s with the merges running free, 1.23 s in
-    // turns. After a failure the rest still finish, uncommitted, and their outputs are deleted:
-    // nothing is left running when this returns.
+    // (its log update has the fewest files to replay). In turns, the pass ends sooner than with
+    // the merges running free. After a failure the rest still finish, uncommitted, and their
+    // outputs are deleted: nothing is left running when this returns.
     let width = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_MERGES_AT_ONCE);
@@ -208,8 +207,8 @@ pub(crate) async fn compact(
         let mut log = log.lock().await;
         let add = merged_add_action(&part, &inputs);
         // After the pass's last commit nothing here reads the state again: it is updated when
-        // next needed, off the pass's time (for the compaction lab, the replay of the 1,000
-        // files added since the checkpoint, and of the pass's own removals).
+        // next needed, off the pass's time (the replay of the files added since the
+        // checkpoint, and of the pass's own removals).
         let then = if pending == 0 {
             Then::Defer
         } else {
@@ -550,9 +549,7 @@ fn is_ours(relative: &str) -> bool {
 /// ([`read_run`]): the writer gets large arrays without a pass on one thread after the reads,
 /// and the small batches are never all held at once. A sorted table's merge reads this way: it
 /// holds its rows until they are gathered in sort order, and held as a few large arrays they
-/// take less memory than as thousands of small ones, and are gathered from faster. Merging the
-/// compaction lab's 20,000 parts sorted by two columns, side by side: peak memory 503-524 MB
-/// -> 429-442 MB, wall 2.47-2.54 s -> 1.89-2.06 s.
+/// take less memory than as thousands of small ones, and are gathered from faster.
 fn read_inputs(files: &TableFiles, inputs: &[LiveFile]) -> Result<Vec<RecordBatch>, SinkError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let run_len = inputs.len().div_ceil(cores * RUNS_PER_CORE);
@@ -561,8 +558,7 @@ fn read_inputs(files: &TableFiles, inputs: &[LiveFile]) -> Result<Vec<RecordBatc
 
 /// How many runs a merge's reads are cut into per core. More runs even out the threads' ends
 /// (a thread holds the others up by one run at most); fewer make larger batches of a coalesced
-/// read. Merging the compaction lab's 20,000 files of 100 rows, each run is about 240 files
-/// and 24,000 rows.
+/// read.
 const RUNS_PER_CORE: usize = 32;
 
 /// Reads `run`'s files in order, their rows packed into batches of [`WRITE_BATCH_ROWS`] rows
@@ -655,9 +651,8 @@ fn one_layout(batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, SinkError> 
 /// Arrow schema that file gave, which later files with the same Parquet schema are read with
 /// instead of each converting the schema stored in its footer (a file of another layout is
 /// read with its own, and [`one_layout`] brings the merge's batches together); and no column
-/// statistics decoded, which merging never looks at. Reading the compaction lab's 20,000 files
-/// of 100 rows from memory on one thread, the two took opening them from 0.29-0.32 s to
-/// 0.20-0.22 s, and the whole read from 0.90-0.99 s to 0.79-0.85 s.
+/// statistics decoded, which merging never looks at. The two make opening many small files
+/// cheaper, and with it the whole read.
 fn read_file(
     files: &TableFiles,
     file: &LiveFile,

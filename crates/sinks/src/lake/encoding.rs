@@ -17,15 +17,14 @@
 //! The sample's own dictionary alone understates a column like a user id, drawn from many
 //! values: 16,384 rows see 15,000 of 100,000 ids, mostly once, and a dictionary of those costs
 //! less than delta values where the row group's dictionary of all 100,000 costs more. In the
-//! compaction lab's events (2,000,000 rows, merged into one file), `ts` goes from a dictionary
-//! falling back to plain values (4.67 MB) to delta values (2.80 MB), `user_id` from a
-//! dictionary (4.83 MB) to delta values (4.57 MB) and `bytes` from a dictionary (4.26 MB) to
-//! plain values (4.03 MB); `status` keeps its dictionary. The file goes from 54.4 to 52.1 MB,
-//! and its writing hashes two columns fewer. Delta encoding has been in the Parquet format
-//! since its version 2.0; the Python `deltalake` reader the tests use reads it back
-//! (`lake_layout.rs`), and so do pyarrow and DuckDB. The sample costs about 5 ms of CPU for
-//! that file: three encodings of 16,384 values of each integer column, and a count of their
-//! distinct values.
+//! compaction lab's events (merged into one file), `ts` goes from a dictionary falling back to
+//! plain values to delta values, `user_id` from a dictionary to delta values and `bytes` from
+//! a dictionary to plain values; `status` keeps its dictionary. Each of the three columns gets
+//! smaller, and so does the file, and its writing hashes two columns fewer. Delta encoding has
+//! been in the Parquet format since its version 2.0; the Python `deltalake` reader the tests
+//! use reads it back (`lake_layout.rs`), and so do pyarrow and DuckDB. The sample's cost does
+//! not grow with the file: three encodings of 16,384 values of each integer column, and a count
+//! of their distinct values.
 
 use std::sync::Arc;
 
@@ -59,12 +58,10 @@ pub(crate) struct Encoding {
 /// How to encode a file of `batches`. A small part (below [`LakeConfig::lz4_below`]) is LZ4 and
 /// plain, without dictionary pages: it lives until compaction reads it back, and in a file of a
 /// few hundred rows a dictionary saves little that LZ4 does not, while its reader decodes a
-/// dictionary page per column and its writer hashes every value. The compaction lab's 20,000
-/// files of 100 rows took 174.9 MB plain against 177.6 MB with dictionaries, and `sluice
-/// compact` on them 1.36 s and 2.44 s of CPU against 1.45 s and 2.54 s (medians of eight
-/// alternated runs). A large part is zstd with dictionaries, which pay for themselves on a
-/// column that repeats values over a million rows, fitted to the rows
-/// ([`Encoding::fitted_to`]).
+/// dictionary page per column and its writer hashes every value: files of a hundred rows come
+/// out smaller plain than with dictionaries, and `sluice compact` takes less time and CPU on
+/// them. A large part is zstd with dictionaries, which pay for themselves on a column that
+/// repeats values over a million rows, fitted to the rows ([`Encoding::fitted_to`]).
 pub(crate) fn encoding(
     config: &LakeConfig,
     batches: &[RecordBatch],
@@ -227,9 +224,8 @@ impl Distinct {
         let start = data.offset().checked_mul(width)?;
         let bytes = buffer.get(start..start.checked_add(data.len().checked_mul(width)?)?)?;
         // Sorted, equal values sit together and each run is one distinct value. Counting them
-        // in a hash map cost about four times as much (16,384 integers: 1.0 ms against 0.25 ms,
-        // timed apart): hashing every value, and the map growing as it filled, on the serial
-        // start of every large merge.
+        // in a hash map cost several times as much: hashing every value, and the map growing as
+        // it filled, on the serial start of every large merge.
         let mut values: Vec<u128> = bytes
             .chunks_exact(width)
             .enumerate()

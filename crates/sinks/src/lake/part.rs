@@ -251,8 +251,8 @@ fn encode<W: Write + Send>(
 ///
 /// `winding_down` is called when the first thread finds no chunk left to take: the others are
 /// on the file's last chunks, the largest of which can take a thread alone for a while (a
-/// million unique strings). Merging the compaction lab's files, one core stood idle for about
-/// 0.15 s at the end of each file's encoding while the next merge waited for it to finish.
+/// million unique strings). Merging many files, a core stood idle at the end of each file's
+/// encoding while the next merge waited for it to finish.
 fn encode_columns_in_parallel<W: Write + Send>(
     writer: ArrowWriter<W>,
     batches: &[RecordBatch],

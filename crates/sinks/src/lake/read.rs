@@ -49,9 +49,9 @@ pub fn in_landing_order(mut files: Vec<LiveFile>) -> Vec<LiveFile> {
 /// parts in the order it is given them, and a merged file is written in the order of its
 /// inputs, so given this order a table without a sort key keeps its rows in the order they
 /// came: each merged file covers a span of arrival, after the one before it, and so does each
-/// of its row groups and pages, which their statistics prune by. (The compaction lab's merged
-/// file, read in size order as the policy used to pack: each of its two row groups spanned the
-/// whole half hour of timestamps; in this order, one half each.)
+/// of its row groups and pages, which their statistics prune by. (Read in size order, as the
+/// policy used to pack, the compaction lab's merged file had each of its row groups span the
+/// file's whole range of timestamps; in this order, each covers its own share of it.)
 pub(crate) fn landing_order(a: &LiveFile, b: &LiveFile) -> std::cmp::Ordering {
     (a.added_ms, &a.relative).cmp(&(b.added_ms, &b.relative))
 }
@@ -146,8 +146,8 @@ pub(crate) fn files_of(state: &DeltaTableState) -> Vec<LiveFile> {
     let partitioned = !state.metadata().partition_columns().is_empty();
     let log = state.log_data();
     // Sized up front: grown as it filled, the list (about 100 bytes a file) was copied into
-    // fresh memory at every doubling, half the time of building it for 20,000 files (`perf`:
-    // 1.5-1.85% of `sluice compact`'s CPU samples on the compaction lab's files, then 0.9%).
+    // fresh memory at every doubling, a large share of the time of building it for a table of
+    // many files.
     let mut files = Vec::with_capacity(log.num_files());
     files.extend(log.iter().map(|file| LiveFile {
         relative: file.path().into_owned(),

@@ -1,14 +1,13 @@
 //! How much small parts shrink when merged: the estimate that lets a merge's *output*, not its
 //! inputs, come near the compaction target.
 //!
-//! A small part is LZ4 with plain values and carries a footer of its own; merged, its rows are
-//! zstd with dictionaries under one footer. The compaction lab's 20,000 files of 100 rows take
-//! 174.9 MB and make 54.4 MB, so packing merges by their inputs' bytes made files of about a
-//! third of the target, which a later pass would merge again, rewriting their rows. Where a
-//! partition's small parts add up to more than the target (a backlog: only then does packing
-//! cut a tier into several merges), a sample of them is read and encoded in memory as a merge
-//! would encode it, and the ratio of its size to the sample's files scales each small part's
-//! expected share of a merged file ([`CompactionPolicy::plan_by`]).
+//! A small part is LZ4 with plain values and carries a footer of its own; merged, its rows are zstd
+//! with dictionaries under one footer, and take several times fewer bytes. Packing merges by their
+//! inputs' bytes therefore made files of a fraction of the target, which a later pass would merge
+//! again, rewriting their rows. Where a partition's small parts add up to more than the target (a
+//! backlog: only then does packing cut a tier into several merges), a sample of them is read and
+//! encoded in memory as a merge would encode it, and the ratio of its size to the sample's files
+//! scales each small part's expected share of a merged file ([`CompactionPolicy::plan_by`]).
 //!
 //! The estimate errs large: the sample's rows share one footer and build dictionaries over
 //! fewer rows than a merge does. It is never taken below [`MIN_SHRINK`], so a merge reads at

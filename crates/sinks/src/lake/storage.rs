@@ -423,8 +423,7 @@ impl TableFiles {
                     })?;
                 // One read call for the whole file. Reading to the end into the reserved
                 // capacity (no zeroing) took two for any file over 8 KiB, the standard
-                // library's first read size without a size hint: 40,000 calls for the
-                // compaction lab's 20,000 files, against 20,000 now. Zeroing a buffer the read
+                // library's first read size without a size hint. Zeroing a buffer the read
                 // then overwrites costs less than a call into the kernel.
                 bytes.resize(len, 0);
                 fsio::open_to_read(&dir.join(relative))
