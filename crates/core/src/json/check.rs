@@ -18,7 +18,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::error::Category;
 
 use super::JsonDialect;
-use super::frame::Row as Framed;
+use super::frame::{Row as Framed, describe_start};
 use crate::error::DecodeError;
 use crate::name::printable;
 
@@ -109,19 +109,6 @@ pub(crate) fn refusal(framed: &Framed<'_>, error: &serde_json::Error) -> DecodeE
     let mut refused = DecodeError::new(Some(line), None, format!("invalid JSON: {what}"));
     refused.position = Some(column);
     refused
-}
-
-/// A word for the JSON value that starts with `byte`, for error messages.
-pub(crate) fn describe_start(byte: u8) -> String {
-    match byte {
-        b'{' => "an object".to_owned(),
-        b'[' => "an array".to_owned(),
-        b'"' => "a string".to_owned(),
-        b'-' | b'0'..=b'9' => "a number".to_owned(),
-        b't' | b'f' => "a boolean".to_owned(),
-        b'n' => "null".to_owned(),
-        other => format!("'{}'", printable(&String::from_utf8_lossy(&[other]))),
-    }
 }
 
 /// One row: an object whose keys are checked against the columns.

@@ -7,6 +7,7 @@
 
 use super::JsonDialect;
 use crate::error::DecodeError;
+use crate::name::printable;
 
 /// One row of a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +52,19 @@ pub fn count_rows(body: &[u8], dialect: JsonDialect) -> usize {
         newlines + usize::from(body.last().is_some_and(|&b| b != b'\n'))
     } else {
         ClickHouseRows::new(body).map_while(Result::ok).count()
+    }
+}
+
+/// A word for the JSON value that starts with `byte`, for error messages.
+pub(crate) fn describe_start(byte: u8) -> String {
+    match byte {
+        b'{' => "an object".to_owned(),
+        b'[' => "an array".to_owned(),
+        b'"' => "a string".to_owned(),
+        b'-' | b'0'..=b'9' => "a number".to_owned(),
+        b't' | b'f' => "a boolean".to_owned(),
+        b'n' => "null".to_owned(),
+        other => format!("'{}'", printable(&String::from_utf8_lossy(&[other]))),
     }
 }
 
@@ -206,7 +220,7 @@ impl<'a> Iterator for ClickHouseRows<'a> {
                 self,
                 format!(
                     "expected a row (a JSON object), found {}",
-                    super::check::describe_start(byte)
+                    describe_start(byte)
                 ),
             ),
         }
