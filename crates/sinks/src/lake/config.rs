@@ -203,6 +203,10 @@ impl LakeConfig {
     }
 }
 
+/// Files no commit references (a flush interrupted between its file and its commit) are
+/// deleted once this old: long past any commit still in flight.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(60 * 60);
+
 #[cfg(test)]
 mod tests {
     use super::*;

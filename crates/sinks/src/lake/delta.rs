@@ -43,8 +43,8 @@ use sluice_core::{PartitionKey, PartitionParts, SinkError, TableDef};
 use url::Url;
 
 use super::config::{LakeConfig, LakeRoot};
+use super::files::{LiveFile, files_of};
 use super::part::WrittenPart;
-use super::read::{LiveFile, files_of};
 use super::schema::delta_columns;
 use super::storage::{TableFiles, register_object_stores, storage_options};
 use crate::{fsio, ledger};
@@ -138,7 +138,7 @@ impl TableLog {
                     Some(format!(
                         "interval {} seconds",
                         (config.file_retention * 2)
-                            .max(super::compact::ORPHAN_GRACE)
+                            .max(super::config::ORPHAN_GRACE)
                             .as_secs()
                     )),
                 )
@@ -728,7 +728,7 @@ pub(crate) fn add_action(
 /// The Delta `add` action for a compaction's merged file of `inputs` (one partition's, in the
 /// order the merge wrote them): no data change, as it rewrites rows the table holds, and the
 /// time its newest input landed, not the time of the merge. The landing order
-/// ([`super::read::landing_order`]) goes by that time, so a merged file keeps its inputs'
+/// ([`super::files::landing_order`]) goes by that time, so a merged file keeps its inputs'
 /// place among the table's files, and a later merge of merged files writes their rows in the
 /// order they came, whatever order a pass committed its merges in (most inputs first) or
 /// however long a merge took while new parts landed.

@@ -30,31 +30,42 @@
 //!
 //! # Layout
 //!
-//! - `config.rs`: the sink's settings with their defaults.
-//! - `path.rs`: partition folder names.
-//! - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
-//! - `stats.rs`: per-file statistics for the log.
-//! - `encoding.rs`: how a file's columns are encoded (codec, dictionaries, delta values),
-//!   fitted to a sample of its rows.
-//! - `part.rs`: encoding one Parquet file: name, settings, footer.
-//! - `stream.rs`: encoding one Parquet file as its rows are read, in pieces (a merge's).
-//! - `storage.rs`: where a table's files live (a folder, or an object store for an `s3://`,
-//!   `gs://` or `az://` root): durable writes, reads, listing, deletion.
-//! - `delta.rs`: one table's Delta log: create, commit with the flush's identity, fsync, read
-//!   back what it holds, keep it short.
-//! - `compact.rs`: compaction's executor (the policy is `sluice_core::compaction`) and the
-//!   deletion of replaced and orphaned files.
-//! - `shrink.rs`: how much small parts shrink when merged, estimated from a sample, so that a
-//!   backlog's merges are packed by their output's size.
-//! - `parallel.rs`: per-file work spread over one thread per core.
-//! - the writer's identity is `crate::writer`'s, shared with the database sinks' ledgers.
-//! - `read.rs`: the files a table's log holds now, for readers outside the sink.
-//! - `sink.rs`: the [`sluice_core::Sink`] implementation.
+//! In layers: each file imports only from the layers above it (`scripts/check-cycles.py`
+//! checks that no two files import each other, directly or around a cycle).
+//!
+//! 1. Settings and names, importing nothing of the lake:
+//!    - `config.rs`: the sink's settings with their defaults.
+//!    - `path.rs`: partition folder names and part file names.
+//!    - `files.rs`: a file as the log describes it ([`LiveFile`]), and the order rows landed in.
+//!    - `footer.rs`: a Parquet file's footer size, from its last bytes.
+//!    - `parallel.rs`: per-file work spread over one thread per core.
+//! 2. Storage: `storage.rs`, where a table's files live (a folder, or an object store for an
+//!    `s3://`, `gs://` or `az://` root): durable writes, reads, listing, deletion.
+//! 3. Files:
+//!    - `schema.rs`: a table's Delta columns, and the cast of a batch to what its files store.
+//!    - `stats.rs`: per-file statistics for the log.
+//!    - `encoding.rs`: how a file's columns are encoded (codec, dictionaries, delta values),
+//!      fitted to a sample of its rows.
+//!    - `part.rs`: encoding one Parquet file: name, settings, footer.
+//!    - `stream.rs`: encoding one Parquet file as its rows are read, in pieces (a merge's).
+//!    - `input.rs`: reading parts back for a merge, packed into large batches.
+//! 4. The log: `delta.rs`, one table's Delta log: create, commit with the flush's identity,
+//!    fsync, read back what it holds, keep it short.
+//! 5. Compaction: `shrink.rs` estimates how much small parts shrink when merged, so that a
+//!    backlog's merges are packed by their output's size; `compact.rs` executes the merges (the
+//!    policy is `sluice_core::compaction`) and deletes replaced and orphaned files.
+//! 6. Entry points: `read.rs`, the files a table's log holds now, for readers outside the sink;
+//!    `sink.rs`, the [`sluice_core::Sink`] implementation.
+//!
+//! The writer's identity is `crate::writer`'s, shared with the database sinks' ledgers.
 
 mod compact;
 mod config;
 mod delta;
 mod encoding;
+mod files;
+mod footer;
+mod input;
 mod parallel;
 mod part;
 mod path;
@@ -66,15 +77,14 @@ mod stats;
 mod storage;
 mod stream;
 
-pub use compact::{CompactionReport, ORPHAN_GRACE};
+pub use compact::CompactionReport;
 pub use config::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_FILE_RETENTION, DEFAULT_LOG_RETENTION, DEFAULT_LZ4_BELOW,
-    DEFAULT_ZSTD_LEVEL, LakeConfig, LakeRoot,
+    DEFAULT_ZSTD_LEVEL, LakeConfig, LakeRoot, ORPHAN_GRACE,
 };
-pub use read::{
-    LakeTable, LiveFile, footer_bytes, in_landing_order, live_files, live_files_blocking,
-    part_sizes,
-};
+pub use files::{LiveFile, in_landing_order, part_sizes};
+pub use footer::footer_bytes;
+pub use read::{LakeTable, live_files, live_files_blocking};
 pub use sink::LakeSink;
 pub use storage::{
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_TIMEOUT, check_storage_options, retry_config,

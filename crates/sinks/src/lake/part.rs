@@ -20,79 +20,15 @@ use super::encoding::{Encoding, encoding};
 use super::path::partition_dir_name;
 use super::schema::{file_schema, to_file_batch};
 use super::stats::file_stats;
-use super::storage::TableFiles;
+use super::storage::{FileSync, TableFiles};
 
 /// The Parquet footer key under which a compacted part records how many parts it replaced.
 pub const COMPACTED_FROM_KEY: &str = "sluice.compacted_from";
-
-/// Part file names start with this.
-pub(crate) const PART_PREFIX: &str = "part-";
-
-/// Part file names end with this.
-pub(crate) const PART_SUFFIX: &str = ".parquet";
 
 /// The Parquet footer key under which a part records the [`FlushId`] it was written for.
 pub(crate) const FLUSH_ID_KEY: &str = "sluice.flush_id";
 
 const SINK: &str = "lake";
-
-/// A part's file name: `part-<first seq>-<last seq>-<uuid v7>.parquet`. The sequence range says
-/// which inserts it holds without opening it; the UUID keeps names unique.
-pub(crate) fn part_name(first_seq: u64, last_seq: u64) -> String {
-    format!(
-        "{PART_PREFIX}{first_seq:020}-{last_seq:020}-{}{PART_SUFFIX}",
-        uuid::Uuid::now_v7()
-    )
-}
-
-/// A compacted part's file name: `part-c-<uuid v7>.parquet` (its rows come from many flushes,
-/// possibly of several writers, so no sequence range describes them).
-pub(crate) fn compacted_name() -> String {
-    format!("{PART_PREFIX}c-{}{PART_SUFFIX}", uuid::Uuid::now_v7())
-}
-
-/// Whether a file name is one sluice gives parts ([`part_name`], [`compacted_name`], and the
-/// first versions' `part-<uuid>.parquet`). Other Delta writers name their files `part-...parquet`
-/// too (Spark and delta-rs: `part-00000-<uuid>-c000.zstd.parquet`); compaction and the vacuum
-/// leave those alone.
-pub(crate) fn is_part_name(name: &str) -> bool {
-    let Some(middle) = name
-        .strip_prefix(PART_PREFIX)
-        .and_then(|rest| rest.strip_suffix(PART_SUFFIX))
-    else {
-        return false;
-    };
-    let uuid = match middle.strip_prefix("c-") {
-        Some(uuid) => uuid,
-        None if middle.len() == 36 => middle,
-        None => {
-            let mut fields = middle.splitn(3, '-');
-            let sequence = |field: Option<&str>| {
-                field.is_some_and(|f| f.len() == 20 && f.bytes().all(|b| b.is_ascii_digit()))
-            };
-            if !(sequence(fields.next()) && sequence(fields.next())) {
-                return false;
-            }
-            fields.next().unwrap_or_default()
-        }
-    };
-    uuid.len() == 36 && uuid::Uuid::try_parse(uuid).is_ok()
-}
-
-/// Whether a file name is a temporary part left by an interrupted write.
-pub(crate) fn is_temporary(name: &str) -> bool {
-    name.starts_with(&format!(".{PART_PREFIX}")) && name.ends_with(".tmp")
-}
-
-/// Whether a written file is fsynced before it counts as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FileSync {
-    /// File and folder fsynced: the file survives power loss once written. Every flush and
-    /// every merge.
-    Durable,
-    /// Left to the page cache: only for throwaway bulk loads (the lab's data sets).
-    Cached,
-}
 
 /// A part written, not yet in the table's log.
 #[derive(Debug)]
@@ -106,7 +42,7 @@ pub(crate) struct WrittenPart {
 }
 
 /// Writes `batches` (a flush's rows in order) as one part of `table` named `name` (a
-/// [`part_name`] of `id`'s range) into `files` (durable unless `sync` says otherwise).
+/// [`super::path::part_name`] of `id`'s range) into `files` (durable unless `sync` says otherwise).
 pub(crate) fn write_part(
     config: &LakeConfig,
     table: &TableDef,
@@ -469,6 +405,7 @@ pub(crate) mod tests {
     use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
 
     use super::*;
+    use crate::lake::path::compacted_name;
 
     /// Table `t`: a required `id`, a `service` and a `latency`, sorted by `sort_by`.
     pub(crate) fn three_columns(sort_by: &[&str]) -> TableDef {
@@ -640,35 +577,6 @@ pub(crate) mod tests {
         for (compression, dictionary) in written(&config, batch.slice(0, 1)) {
             assert!(matches!(compression, Compression::ZSTD(_)), "{compression}");
             assert!(dictionary, "a zstd part has no dictionary pages");
-        }
-    }
-
-    #[test]
-    fn part_names_carry_their_sequence_range_and_temporaries_are_recognised() {
-        let name = part_name(7, 1234);
-        assert!(
-            name.starts_with("part-00000000000000000007-00000000000000001234-"),
-            "{name}"
-        );
-        assert!(is_temporary(&format!(".{name}.tmp")));
-        assert!(!is_temporary(&name));
-        assert!(is_part_name(&name));
-        assert!(is_part_name(&compacted_name()));
-        assert!(is_part_name(
-            "part-01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6.parquet"
-        ));
-        let uuid = "01a22e1a-dcc2-76bd-aed4-bfc6f6567ef6";
-        for other in [
-            // Spark's and delta-rs's names.
-            format!("part-00000-{uuid}-c000.snappy.parquet"),
-            format!("part-00001-{uuid}-c000.zstd.parquet"),
-            format!("part-00000000000000000007-00000000000000001234-{uuid}.zstd.parquet"),
-            format!("part-c-{uuid}-c000.parquet"),
-            format!("part-7-1234-{uuid}.parquet"),
-            "part-c-not-a-uuid-at-all-but-36-chars-long.parquet".to_owned(),
-            format!(".{name}.tmp"),
-        ] {
-            assert!(!is_part_name(&other), "{other}");
         }
     }
 }

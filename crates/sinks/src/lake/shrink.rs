@@ -22,11 +22,11 @@ use parquet::file::metadata::KeyValue;
 use sluice_core::TableDef;
 use sluice_core::compaction::{CompactionPolicy, Merge};
 
-use super::compact::read_run;
 use super::config::LakeConfig;
 use super::encoding::encoding_of;
+use super::files::{LiveFile, part_sizes};
+use super::input::read_run;
 use super::part::{COMPACTED_FROM_KEY, encoded_size};
-use super::read::{LiveFile, part_sizes};
 use super::storage::TableFiles;
 
 /// The estimate's floor: a merged file is taken to hold at least this share of its small

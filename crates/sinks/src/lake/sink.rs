@@ -17,8 +17,9 @@ use super::compact::{self, CompactionReport, discard};
 use super::config::{LakeConfig, LakeRoot};
 use super::delta::{PartCounts, TableLog, add_action, check_names, partition_values, table_exists};
 use super::parallel::on_every_core;
-use super::part::{FileSync, WrittenPart, part_name, write_part};
-use super::storage::TableFiles;
+use super::part::{WrittenPart, write_part};
+use super::path::part_name;
+use super::storage::{FileSync, TableFiles};
 use crate::writer::writer_id;
 
 const SINK: &str = "lake";

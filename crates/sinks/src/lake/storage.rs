@@ -37,11 +37,21 @@ use sluice_core::SinkError;
 use url::Url;
 
 use super::config::{LakeRoot, OBJECT_STORE_SCHEMES};
-use super::part::{FileSync, is_part_name, is_temporary};
-use super::read::{footer_len, tail};
+use super::footer::{footer_len, tail};
+use super::path::{is_part_name, is_temporary};
 use crate::fsio;
 
 const SINK: &str = "lake";
+
+/// Whether a written file is fsynced before it counts as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileSync {
+    /// File and folder fsynced: the file survives power loss once written. Every flush and
+    /// every merge.
+    Durable,
+    /// Left to the page cache: only for throwaway bulk loads (the lab's data sets).
+    Cached,
+}
 
 /// Teaches deltalake-core the object-store schemes (once per process).
 pub(crate) fn register_object_stores() {
@@ -636,7 +646,7 @@ fn store_error(what: &str, action: &str, e: object_store::Error) -> SinkError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lake::part::{compacted_name, part_name};
+    use crate::lake::path::{compacted_name, part_name};
 
     fn options(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

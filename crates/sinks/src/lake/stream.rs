@@ -601,8 +601,8 @@ mod tests {
 
     use super::*;
     use crate::lake::encoding::encoding_of;
-    use crate::lake::part::FileSync;
     use crate::lake::part::tests::{rows, three_columns};
+    use crate::lake::storage::FileSync;
 
     fn table() -> TableDef {
         three_columns(&[])
