@@ -26,10 +26,10 @@ use sluice_core::{PartitionKey, SinkError, SortOrder, TableDef, conform};
 use tokio::sync::Mutex;
 
 use super::config::{LakeConfig, ORPHAN_GRACE};
-use super::delta::{TableLog, Then, merged_add_action};
 use super::encoding::encoding_of;
 use super::files::{LiveFile, landing_order};
 use super::input::{WRITE_BATCH_ROWS, read_run};
+use super::log::{TableLog, Then, merged_add_action};
 use super::parallel::on_every_core_in_runs;
 use super::part::{COMPACTED_FROM_KEY, NewFile, WrittenPart, write_file};
 use super::path::{compacted_name, is_part_name};
@@ -65,7 +65,14 @@ pub struct CompactionReport {
 /// Progress of a pass, for a progress bar: input files done of the total planned.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
-/// Plans and runs one compaction pass over `table`.
+/// One merge of a pass: a partition and its input files, in the order they landed.
+type PlannedMerge = (PartitionKey, Vec<LiveFile>);
+
+/// A merged file, its rows, and how many of the merge's inputs (the first) it holds.
+type Merged = (WrittenPart, u64, usize);
+
+/// Plans and runs one compaction pass over `table`: the plan, then the merges side by side in
+/// turns, each committed as it finishes.
 pub(crate) async fn compact(
     config: &Arc<LakeConfig>,
     log: &Arc<Mutex<TableLog>>,
@@ -74,49 +81,7 @@ pub(crate) async fn compact(
     progress: Progress<'_>,
 ) -> Result<CompactionReport, SinkError> {
     let started = Instant::now();
-    let (files, partition_of, store, read_at) = {
-        let mut log = log.lock().await;
-        let (files, read_at) = log.live_files().await?;
-        let keys: Vec<PartitionKey> = files
-            .iter()
-            .map(|f| log.partition_of(&f.partition_values))
-            .collect();
-        (files, keys, log.files().clone(), read_at)
-    };
-    // Each partition's files in the order they landed: the policy packs them in the order
-    // given, and a merge writes its inputs in that order.
-    let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
-    let mut keyed: Vec<(LiveFile, PartitionKey)> = files.into_iter().zip(partition_of).collect();
-    keyed.sort_by(|(a, _), (b, _)| landing_order(a, b));
-    for (file, key) in keyed {
-        if is_ours(&file.relative) {
-            by_partition.entry(key).or_default().push(file);
-        }
-    }
-    let mut merges: Vec<(PartitionKey, Vec<LiveFile>)> = Vec::new();
-    // Planning may read a sample of a partition's parts (a backlog's: `super::shrink`).
-    let planned = {
-        let (config, def, store) = (config.clone(), table.clone(), store.clone());
-        tokio::task::spawn_blocking(move || {
-            by_partition
-                .into_iter()
-                .map(|(key, files)| {
-                    let plan = shrink::plan(&config, &def, &store, &policy, &files);
-                    (key, files, plan)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await
-        .map_err(|e| SinkError::retriable(SINK, format!("compaction planning failed: {e}")))?
-    };
-    for (key, files, plan) in planned {
-        for merge in plan {
-            let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
-            merges.push((key.clone(), inputs));
-        }
-    }
-    merges.sort_by_key(|(_, inputs)| std::cmp::Reverse(inputs.len()));
-
+    let (merges, store, read_at) = plan(config, log, table, &policy).await?;
     let total: u64 = merges.iter().map(|(_, inputs)| inputs.len() as u64).sum();
     let mut report = CompactionReport::default();
     let mut done = 0;
@@ -135,42 +100,13 @@ pub(crate) async fn compact(
     let mut pending = merges.len();
     let mut running =
         futures_util::stream::iter(merges.into_iter().enumerate().map(|(turn, (key, inputs))| {
-            let config = config.clone();
-            let def = table.clone();
-            let target = store.clone();
+            let (config, def, target) = (config.clone(), table.clone(), store.clone());
             let files = inputs.clone();
             let (read, write) = (reads.turn(turn), writes.turn(turn));
+            let target_bytes = policy.target_bytes;
             async move {
-                // The merged file, its rows, and how many of the inputs (the first) it holds.
                 let merged = tokio::task::spawn_blocking(move || {
-                    let all = files.len();
-                    if streams(&config, &def, &files) {
-                        // A streamed merge reads and encodes at once: it takes both turns.
-                        read.wait();
-                        write.wait();
-                        let passed = move || drop((read, write));
-                        if let Some((part, rows)) =
-                            merge_streaming(&config, &def, &target, &files, passed)?
-                        {
-                            return Ok((part, rows, all));
-                        }
-                        // Inputs of several layouts, brought into one first, which holds all
-                        // their rows: no more of them than the target's worth (a merge packed
-                        // by its merged size may have more; the rest wait for the next pass).
-                        let held = &files[..held_inputs(&files, policy.target_bytes)];
-                        let batches = read_inputs(&target, held)?;
-                        return merge(&config, &def, &target, held, batches, || {})
-                            .map(|(part, rows)| (part, rows, held.len()));
-                    }
-                    read.wait();
-                    let batches = read_inputs(&target, &files);
-                    drop(read);
-                    let batches = batches?;
-                    write.wait();
-                    // The next merge encodes while this one finishes its last column chunks and
-                    // its file is made durable.
-                    merge(&config, &def, &target, &files, batches, || drop(write))
-                        .map(|(part, rows)| (part, rows, all))
+                    run_merge(&config, &def, &target, &files, target_bytes, (read, write))
                 })
                 .await
                 .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
@@ -197,8 +133,6 @@ pub(crate) async fn compact(
                 continue;
             }
         };
-        let mut log = log.lock().await;
-        let add = merged_add_action(&part, &inputs);
         // After the pass's last commit nothing here reads the state again: it is updated when
         // next needed, off the pass's time (the replay of the files added since the
         // checkpoint, and of the pass's own removals).
@@ -207,30 +141,16 @@ pub(crate) async fn compact(
         } else {
             Then::Update
         };
-        match log
-            .commit_compaction(&inputs, read_at, add, policy.target_bytes, then)
-            .await
-        {
-            Ok(true) => {
-                report.merges += 1;
-                report.files_in += inputs.len() as u64;
-                report.files_out += 1;
-                report.bytes_in += inputs.iter().map(|f| f.bytes).sum::<u64>();
-                report.bytes_out += part.bytes;
-                report.rows += rows;
-                tracing::debug!(partition = %key, inputs = inputs.len(), bytes = part.bytes, "merged");
-            }
-            Ok(false) => {
-                report.lost_races += 1;
-                discard(&store, part.relative);
-            }
-            Err(e) => {
-                if !log.is_uncertain() {
-                    discard(&store, part.relative);
-                }
-                failure = Some(e);
-                continue;
-            }
+        let swap = Swap {
+            key: &key,
+            inputs: &inputs,
+            part,
+            rows,
+            read_at,
+        };
+        if let Err(e) = commit_merge(log, &store, swap, &policy, then, &mut report).await {
+            failure = Some(e);
+            continue;
         }
         done += planned;
         progress(done, total);
@@ -240,6 +160,153 @@ pub(crate) async fn compact(
     }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The pass's merges, largest first, with where the table's files live and the log version
+/// they were planned at.
+async fn plan(
+    config: &Arc<LakeConfig>,
+    log: &Arc<Mutex<TableLog>>,
+    table: &TableDef,
+    policy: &CompactionPolicy,
+) -> Result<(Vec<PlannedMerge>, TableFiles, u64), SinkError> {
+    let (files, partition_of, store, read_at) = {
+        let mut log = log.lock().await;
+        let (files, read_at) = log.live_files().await?;
+        let keys: Vec<PartitionKey> = files
+            .iter()
+            .map(|f| log.partition_of(&f.partition_values))
+            .collect();
+        (files, keys, log.files().clone(), read_at)
+    };
+    // Each partition's files in the order they landed: the policy packs them in the order
+    // given, and a merge writes its inputs in that order.
+    let mut by_partition: BTreeMap<PartitionKey, Vec<LiveFile>> = BTreeMap::new();
+    let mut keyed: Vec<(LiveFile, PartitionKey)> = files.into_iter().zip(partition_of).collect();
+    keyed.sort_by(|(a, _), (b, _)| landing_order(a, b));
+    for (file, key) in keyed {
+        if is_ours(&file.relative) {
+            by_partition.entry(key).or_default().push(file);
+        }
+    }
+    let mut merges: Vec<PlannedMerge> = Vec::new();
+    // Planning may read a sample of a partition's parts (a backlog's: `super::shrink`).
+    let planned = {
+        let (config, def, store, policy) = (config.clone(), table.clone(), store.clone(), *policy);
+        tokio::task::spawn_blocking(move || {
+            by_partition
+                .into_iter()
+                .map(|(key, files)| {
+                    let plan = shrink::plan(&config, &def, &store, &policy, &files);
+                    (key, files, plan)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| SinkError::retriable(SINK, format!("compaction planning failed: {e}")))?
+    };
+    for (key, files, plan) in planned {
+        for merge in plan {
+            let inputs = merge.inputs.iter().map(|&i| files[i].clone()).collect();
+            merges.push((key.clone(), inputs));
+        }
+    }
+    merges.sort_by_key(|(_, inputs)| std::cmp::Reverse(inputs.len()));
+    Ok((merges, store, read_at))
+}
+
+/// Runs one merge, taking its read and write turns: the merged file, its rows, and how many
+/// of the inputs (the first) it holds.
+fn run_merge(
+    config: &LakeConfig,
+    def: &TableDef,
+    target: &TableFiles,
+    files: &[LiveFile],
+    target_bytes: u64,
+    (read, write): (Turn, Turn),
+) -> Result<Merged, SinkError> {
+    let all = files.len();
+    if streams(config, def, files) {
+        // A streamed merge reads and encodes at once: it takes both turns.
+        read.wait();
+        write.wait();
+        let passed = move || drop((read, write));
+        if let Some((part, rows)) = merge_streaming(config, def, target, files, passed)? {
+            return Ok((part, rows, all));
+        }
+        // Inputs of several layouts, brought into one first, which holds all their rows: no
+        // more of them than the target's worth (a merge packed by its merged size may have
+        // more; the rest wait for the next pass).
+        let held = &files[..held_inputs(files, target_bytes)];
+        let batches = read_inputs(target, held)?;
+        return merge(config, def, target, held, batches, || {})
+            .map(|(part, rows)| (part, rows, held.len()));
+    }
+    read.wait();
+    let batches = read_inputs(target, files);
+    drop(read);
+    let batches = batches?;
+    write.wait();
+    // The next merge encodes while this one finishes its last column chunks and its file is
+    // made durable.
+    merge(config, def, target, files, batches, || drop(write)).map(|(part, rows)| (part, rows, all))
+}
+
+/// A finished merge to commit: its inputs became `part`, of `rows` rows.
+struct Swap<'a> {
+    key: &'a PartitionKey,
+    inputs: &'a [LiveFile],
+    part: WrittenPart,
+    rows: u64,
+    /// The log version the pass was planned at.
+    read_at: u64,
+}
+
+/// Commits one merge's swap and counts it in `report`; a merge that lost its race to another
+/// compactor, or failed for sure, has its file deleted.
+async fn commit_merge(
+    log: &Arc<Mutex<TableLog>>,
+    store: &TableFiles,
+    swap: Swap<'_>,
+    policy: &CompactionPolicy,
+    then: Then,
+    report: &mut CompactionReport,
+) -> Result<(), SinkError> {
+    let Swap {
+        key,
+        inputs,
+        part,
+        rows,
+        read_at,
+    } = swap;
+    let mut log = log.lock().await;
+    let add = merged_add_action(&part, inputs);
+    match log
+        .commit_compaction(inputs, read_at, add, policy.target_bytes, then)
+        .await
+    {
+        Ok(true) => {
+            report.merges += 1;
+            report.files_in += inputs.len() as u64;
+            report.files_out += 1;
+            report.bytes_in += inputs.iter().map(|f| f.bytes).sum::<u64>();
+            report.bytes_out += part.bytes;
+            report.rows += rows;
+            tracing::debug!(partition = %key, inputs = inputs.len(), bytes = part.bytes, "merged");
+            Ok(())
+        }
+        Ok(false) => {
+            report.lost_races += 1;
+            discard(store, part.relative);
+            Ok(())
+        }
+        Err(e) => {
+            if !log.is_uncertain() {
+                discard(store, part.relative);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// How many of `inputs`, from the first, a merge that holds all its rows takes: those within

@@ -18,7 +18,7 @@ pub struct LiveFile {
     pub rows: Option<u64>,
     /// When its rows landed: its log entry's `modificationTime`, in milliseconds since the
     /// epoch. A flush's file takes the time it was written; a merged file the time its newest
-    /// input landed (`delta.rs`'s `merged_add_action`), so it keeps its inputs' place.
+    /// input landed (`log/commit.rs`'s `merged_add_action`), so it keeps its inputs' place.
     pub added_ms: i64,
 }
 

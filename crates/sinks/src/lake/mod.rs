@@ -17,7 +17,7 @@
 //!
 //! A flush lands in two steps: its Parquet file is written and fsynced under a temporary name
 //! and renamed into place, then one Delta commit adds it, with partition values, per-file
-//! statistics and an application transaction that names the flush (see `delta.rs`). Readers
+//! statistics and an application transaction that names the flush (see `log/`). Readers
 //! (Spark, Trino, DuckDB, Polars, the Python `deltalake` package) see a flush's rows from the
 //! commit on, all at once; a file no commit references is invisible to them.
 //!
@@ -49,8 +49,9 @@
 //!    - `part.rs`: encoding one Parquet file: name, settings, footer.
 //!    - `stream.rs`: encoding one Parquet file as its rows are read, in pieces (a merge's).
 //!    - `input.rs`: reading parts back for a merge, packed into large batches.
-//! 4. The log: `delta.rs`, one table's Delta log: create, commit with the flush's identity,
-//!    fsync, read back what it holds, keep it short.
+//! 4. The log: `log/`, one table's Delta log: open or create (`open.rs`), bring its schema to
+//!    the layout (`evolve.rs`), commit with the flush's identity and fsync, read back what it
+//!    holds, keep it short (`commit.rs`), count active parts (`counts.rs`).
 //! 5. Compaction: `shrink.rs` estimates how much small parts shrink when merged, so that a
 //!    backlog's merges are packed by their output's size; `compact.rs` executes the merges (the
 //!    policy is `sluice_core::compaction`) and deletes replaced and orphaned files.
@@ -61,11 +62,11 @@
 
 mod compact;
 mod config;
-mod delta;
 mod encoding;
 mod files;
 mod footer;
 mod input;
+mod log;
 mod parallel;
 mod part;
 mod path;

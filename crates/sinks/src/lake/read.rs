@@ -10,8 +10,8 @@ use sluice_core::compaction::{CompactionPolicy, Merge};
 use sluice_core::{SinkError, TableDef};
 
 use super::config::{LakeConfig, LakeRoot};
-use super::delta::existing_table;
 use super::files::{LiveFile, files_of, landing_order};
+use super::log::existing_table;
 use super::parallel::on_every_core;
 use super::storage::TableFiles;
 

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use super::compact::{self, CompactionReport, discard};
 use super::config::{LakeConfig, LakeRoot};
-use super::delta::{PartCounts, TableLog, add_action, check_names, partition_values, table_exists};
+use super::log::{PartCounts, TableLog, add_action, check_names, partition_values, table_exists};
 use super::parallel::on_every_core;
 use super::part::{WrittenPart, write_part};
 use super::path::part_name;
