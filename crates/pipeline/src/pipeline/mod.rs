@@ -31,11 +31,11 @@ use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, TableDef, TableName, TableSchema, Verdict,
     decode_ndjson, infer_schema,
 };
-use sluice_wal::Wal;
+use sluice_wal::{Completion, Wal};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
-use crate::ack::{AckMode, Failure, Waiter};
+use crate::ack::{AckMode, Failure, Outcome, Waiter};
 use crate::config::PipelineConfig;
 use crate::error::{InsertError, PartitionLimit};
 use crate::memory::MemoryBudget;
@@ -398,31 +398,7 @@ impl Pipeline {
         if rows == 0 {
             return Ok(inserted);
         }
-        // Counted before the rows are copied out per partition: an insert spread over a
-        // partition per row is refused without building a batch for each.
-        let grouped = handle
-            .def
-            .partition()
-            .group(&batch, handle.store.empty_partition_value())?;
-        let (limit, set_by) =
-            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
-        if limit > 0 && grouped.len() > limit {
-            return Err(InsertError::TooManyPartitions {
-                table: handle.def.name().to_string(),
-                partitions: grouped.len(),
-                limit,
-                set_by,
-            });
-        }
-        let pieces: Vec<Piece> = grouped
-            .split()?
-            .into_iter()
-            .map(|(key, batch)| Piece {
-                bytes: batch.get_array_memory_size() as u64,
-                key,
-                batch,
-            })
-            .collect();
+        let pieces = self.pieces_of(handle, &batch, max_partitions)?;
         self.throttle(handle, &pieces).await?;
         let bytes: u64 = pieces.iter().map(Piece::charge).sum();
         let memory = &handle.memory;
@@ -448,51 +424,111 @@ impl Pipeline {
             }
             AckMode::Async | AckMode::Durable => (None, None),
         };
-        let durable = {
-            let _order = match handle.order.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            let (seq, frame, durable) = match (wal, payload) {
-                (Some(wal), Some(payload)) => match wal.append(&payload) {
-                    Ok(appended) => (
-                        appended.lsn,
-                        Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
-                        Some(appended.durable),
-                    ),
-                    Err(e) => {
-                        memory.release(bytes);
-                        return Err(InsertError::WalFailed(e.to_string()));
-                    }
-                },
-                (Some(wal), None) => match wal.next_lsn() {
-                    Ok(lsn) => (lsn, None, None),
-                    Err(e) => {
-                        memory.release(bytes);
-                        return Err(InsertError::WalFailed(e.to_string()));
-                    }
-                },
-                (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
-            };
-            let msg = InsertMsg {
-                pieces,
-                seq,
-                arrived: Instant::now(),
-                waiter,
-                durable: durable.clone(),
-                frame,
-                unfiltered: false,
-            };
-            if handle.tx.send(Command::Insert(msg)).is_err() {
-                // Shutting down. A logged frame stays in the log and lands after the next start.
-                memory.release(bytes);
-                return Err(InsertError::ShuttingDown);
-            }
-            durable
-        };
+        let durable = self.hand_over(handle, pieces, payload, waiter, bytes)?;
         handle.inserts.increment(1);
         handle.rows_received.increment(rows);
         handle.bytes_received.increment(body_bytes);
+        self.answer(inserted, durable, outcome).await
+    }
+
+    /// The insert's rows split by partition, refused when they span more partitions than the
+    /// pipeline's limit or the request's lower one.
+    fn pieces_of(
+        &self,
+        handle: &TableHandle,
+        batch: &RecordBatch,
+        max_partitions: Option<usize>,
+    ) -> Result<Vec<Piece>, InsertError> {
+        // Counted before the rows are copied out per partition: an insert spread over a
+        // partition per row is refused without building a batch for each.
+        let grouped = handle
+            .def
+            .partition()
+            .group(batch, handle.store.empty_partition_value())?;
+        let (limit, set_by) =
+            partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
+        if limit > 0 && grouped.len() > limit {
+            return Err(InsertError::TooManyPartitions {
+                table: handle.def.name().to_string(),
+                partitions: grouped.len(),
+                limit,
+                set_by,
+            });
+        }
+        let pieces = grouped
+            .split()?
+            .into_iter()
+            .map(|(key, batch)| Piece {
+                bytes: batch.get_array_memory_size() as u64,
+                key,
+                batch,
+            })
+            .collect();
+        Ok(pieces)
+    }
+
+    /// Numbers the insert, logs it (when `payload` is the log's frame for it) and hands it to
+    /// the table's writer, all under the table's lock, so each writer receives its inserts in
+    /// LSN order. Gives `bytes` back to the table's budget when it cannot. The fsync to wait for,
+    /// for a logged insert.
+    fn hand_over(
+        &self,
+        handle: &TableHandle,
+        pieces: Vec<Piece>,
+        payload: Option<Vec<u8>>,
+        waiter: Option<Arc<Waiter>>,
+        bytes: u64,
+    ) -> Result<Option<Arc<Completion>>, InsertError> {
+        let wal = self.inner.wal.as_ref();
+        let _order = match handle.order.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let (seq, frame, durable) = match (wal, payload) {
+            (Some(wal), Some(payload)) => match wal.append(&payload) {
+                Ok(appended) => (
+                    appended.lsn,
+                    Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
+                    Some(appended.durable),
+                ),
+                Err(e) => {
+                    handle.memory.release(bytes);
+                    return Err(InsertError::WalFailed(e.to_string()));
+                }
+            },
+            (Some(wal), None) => match wal.next_lsn() {
+                Ok(lsn) => (lsn, None, None),
+                Err(e) => {
+                    handle.memory.release(bytes);
+                    return Err(InsertError::WalFailed(e.to_string()));
+                }
+            },
+            (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
+        };
+        let msg = InsertMsg {
+            pieces,
+            seq,
+            arrived: Instant::now(),
+            waiter,
+            durable: durable.clone(),
+            frame,
+            unfiltered: false,
+        };
+        if handle.tx.send(Command::Insert(msg)).is_err() {
+            // Shutting down. A logged frame stays in the log and lands after the next start.
+            handle.memory.release(bytes);
+            return Err(InsertError::ShuttingDown);
+        }
+        Ok(durable)
+    }
+
+    /// Waits as the insert's ack mode says: for its frame's fsync, then for its pieces to land.
+    async fn answer(
+        &self,
+        inserted: Inserted,
+        durable: Option<Arc<Completion>>,
+        outcome: Option<tokio::sync::oneshot::Receiver<Outcome>>,
+    ) -> Result<Inserted, InsertError> {
         if let Some(durable) = durable {
             durable
                 .wait()

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::array::RecordBatch;
+
 use sluice_core::{
     DecodeOptions, EmptyValue, PartitionKey, TableName, TableSchema, conform, decode_ndjson,
 };
@@ -55,55 +57,10 @@ pub(super) fn replay_frames(
             return;
         }
         report.frames += 1;
-        let fail = |reason: String| StartError::Replay { lsn, reason };
-        let record = match record::decode(payload) {
-            Ok(record) => record,
-            Err(reason) => {
-                failure = Some(fail(reason));
-                return;
-            }
-        };
-        let Some(handle) = TableName::new(record.table())
-            .ok()
-            .and_then(|name| tables.get(&name))
-        else {
-            // Its folder (and remembered layout) was deleted with inserts still logged: they
-            // were acknowledged, so the start stops rather than drop them.
-            let table = sluice_core::name::printable(record.table());
-            failure = Some(fail(format!(
-                "table '{table}' no longer exists, and the log holds inserts into it that have \
-                 not landed: declare it in the config ([tables.{table}]) to land them, or move \
-                 the log away to drop every insert in it that has not landed"
-            )));
-            return;
-        };
-        // The insert lands in the table as it is now, which the config may have changed since
-        // it was logged: a column dropped since is left out of its rows (as of any insert
-        // after the change), and a nullable one added since is null in them.
-        let schema = handle.def.schema();
-        let batch = match &record {
-            Record::Ndjson { options, body, .. } => {
-                decode_ndjson(schema, body, &replay_options(schema, options))
-                    .map_err(|e| e.to_string())
-            }
-            Record::Arrow { ipc, .. } => {
-                record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
-            }
-        };
-        // Every logged insert passed the door's checks when it was taken. Should the table
-        // have moved since from a store that keeps an empty partition value to a Delta table,
-        // refusing such a row now would stop the start: it lands, and reads back as null.
-        let pieces = batch.and_then(|b| {
-            handle
-                .def
-                .partition()
-                .split(&b, EmptyValue::Kept)
-                .map_err(|e| e.to_string())
-        });
-        let pieces = match pieces {
-            Ok(pieces) => pieces,
-            Err(reason) => {
-                failure = Some(fail(format!("table '{}': {reason}", record.table())));
+        let (handle, pieces) = match logged_pieces(lsn, payload, tables) {
+            Ok(found) => found,
+            Err(error) => {
+                failure = Some(error);
                 return;
             }
         };
@@ -146,4 +103,56 @@ pub(super) fn replay_frames(
         Some(error) => Err(error),
         None => Ok(report),
     }
+}
+
+/// An insert's rows, split by partition.
+type Split = Vec<(PartitionKey, RecordBatch)>;
+
+/// The table a logged insert went to, and its rows decoded again and split by partition in
+/// the table as it is now.
+fn logged_pieces<'t>(
+    lsn: u64,
+    payload: &[u8],
+    tables: &'t HashMap<TableName, Arc<TableHandle>>,
+) -> Result<(&'t Arc<TableHandle>, Split), StartError> {
+    let fail = |reason: String| StartError::Replay { lsn, reason };
+    let record = record::decode(payload).map_err(fail)?;
+    let Some(handle) = TableName::new(record.table())
+        .ok()
+        .and_then(|name| tables.get(&name))
+    else {
+        // Its folder (and remembered layout) was deleted with inserts still logged: they
+        // were acknowledged, so the start stops rather than drop them.
+        let table = sluice_core::name::printable(record.table());
+        return Err(fail(format!(
+            "table '{table}' no longer exists, and the log holds inserts into it that have \
+             not landed: declare it in the config ([tables.{table}]) to land them, or move \
+             the log away to drop every insert in it that has not landed"
+        )));
+    };
+    // The insert lands in the table as it is now, which the config may have changed since
+    // it was logged: a column dropped since is left out of its rows (as of any insert
+    // after the change), and a nullable one added since is null in them.
+    let schema = handle.def.schema();
+    let batch = match &record {
+        Record::Ndjson { options, body, .. } => {
+            decode_ndjson(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
+        }
+        Record::Arrow { ipc, .. } => {
+            record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
+        }
+    };
+    // Every logged insert passed the door's checks when it was taken. Should the table
+    // have moved since from a store that keeps an empty partition value to a Delta table,
+    // refusing such a row now would stop the start: it lands, and reads back as null.
+    let pieces = batch.and_then(|b| {
+        handle
+            .def
+            .partition()
+            .split(&b, EmptyValue::Kept)
+            .map_err(|e| e.to_string())
+    });
+    pieces
+        .map(|pieces| (handle, pieces))
+        .map_err(|reason| fail(format!("table '{}': {reason}", record.table())))
 }

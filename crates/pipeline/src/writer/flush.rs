@@ -104,6 +104,8 @@ impl Writer {
         }
     }
 
+    /// Takes a flush's outcome: answers its waiters and releases its memory when it landed or
+    /// was refused for good; queues it again, after a backoff, when it may land later.
     pub(super) fn finish(
         &mut self,
         key: PartitionKey,
@@ -111,94 +113,103 @@ impl Writer {
         (result, took): FlushResult,
     ) {
         match result {
-            Ok(landed) => {
-                let now = Instant::now();
-                self.instruments.flush_seconds.record(took.as_secs_f64());
-                self.instruments.parts.increment(landed.parts);
-                self.instruments.rows_written.increment(sealed.rows);
-                self.instruments.part_rows.record(sealed.rows as f64);
-                for token in &sealed.tokens {
-                    self.instruments
-                        .row_wait
-                        .record(now.duration_since(token.arrived).as_secs_f64());
-                    if let Some(waiter) = &token.waiter {
-                        waiter.landed();
-                    }
-                    if let Some(frame) = &token.frame {
-                        frame.piece_done();
-                    }
-                }
-                self.stats
-                    .rows_written
-                    .fetch_add(sealed.rows, std::sync::atomic::Ordering::Relaxed);
-                self.stats
-                    .parts_written
-                    .fetch_add(landed.parts, std::sync::atomic::Ordering::Relaxed);
-                self.stats
-                    .bytes_written
-                    .fetch_add(landed.bytes, std::sync::atomic::Ordering::Relaxed);
-                self.release(&sealed);
-                if self.attempt > 0 {
-                    tracing::info!(table = %self.table.name(), attempts = self.attempt + 1, "store recovered");
-                }
-                self.attempt = 0;
-                self.retry_at = None;
-                self.last_error = None;
-                self.stats.set_error(None);
-                self.instruments.store_pause.set(landed.pause.as_secs_f64());
-                if landed.pause.is_zero() {
-                    self.paced_until = None;
-                } else {
-                    // Rows keep arriving and queue up meanwhile: the next flush folds them
-                    // together (`merge_queued`), so the store gets fewer, larger parts.
-                    self.instruments.store_pauses.increment(1);
-                    self.paced_until = Some(now + landed.pause);
-                }
+            Ok(landed) => self.landed(&sealed, &landed, took),
+            Err(error) if error.is_retriable() => self.retry(key, sealed, &error),
+            Err(error) => self.refused(key, &sealed, &error),
+        }
+    }
+
+    /// A flush landed: its rows are counted, its waiters and frames told, its memory released.
+    fn landed(&mut self, sealed: &Sealed<Token>, landed: &Landed, took: Duration) {
+        let now = Instant::now();
+        self.instruments.flush_seconds.record(took.as_secs_f64());
+        self.instruments.parts.increment(landed.parts);
+        self.instruments.rows_written.increment(sealed.rows);
+        self.instruments.part_rows.record(sealed.rows as f64);
+        for token in &sealed.tokens {
+            self.instruments
+                .row_wait
+                .record(now.duration_since(token.arrived).as_secs_f64());
+            if let Some(waiter) = &token.waiter {
+                waiter.landed();
             }
-            Err(error) if error.is_retriable() => {
-                self.instruments.errors_retriable.increment(1);
-                self.attempt += 1;
-                let delay = self.backoff.delay(self.attempt, rand::random::<f64>());
-                tracing::warn!(
-                    table = %self.table.name(), partition = %key, attempt = self.attempt,
-                    retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
-                );
-                self.retry_at = Some(Instant::now() + delay);
-                self.last_error = Some(error.to_string());
-                self.stats.set_error(Some(error.to_string()));
-                self.queue.push_front((key, sealed));
-            }
-            Err(error) => {
-                self.instruments.errors_permanent.increment(1);
-                let id = FlushId {
-                    table: self.table.name().clone(),
-                    partition: key.clone(),
-                    first_seq: sealed.first_seq,
-                    last_seq: sealed.last_seq,
-                };
-                let kept = self.keep_dead_letter(&id, &sealed, &error.to_string());
-                let reason = match &kept {
-                    Some(Ok(path)) => format!("{error} (the rows are kept in {})", path.display()),
-                    _ => error.to_string(),
-                };
-                for token in &sealed.tokens {
-                    if let Some(waiter) = &token.waiter {
-                        waiter.failed(Failure::Refused(reason.clone()));
-                    }
-                    // Replaying a batch the store refuses for good would only refuse it again;
-                    // only a dead letter that could not be written leaves the frames to replay.
-                    if !matches!(kept, Some(Err(_)))
-                        && let Some(frame) = &token.frame
-                    {
-                        frame.piece_done();
-                    }
-                }
-                self.release(&sealed);
-                self.attempt = 0;
-                self.retry_at = None;
-                self.last_error = Some(reason);
+            if let Some(frame) = &token.frame {
+                frame.piece_done();
             }
         }
+        self.stats
+            .rows_written
+            .fetch_add(sealed.rows, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .parts_written
+            .fetch_add(landed.parts, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .bytes_written
+            .fetch_add(landed.bytes, std::sync::atomic::Ordering::Relaxed);
+        self.release(sealed);
+        if self.attempt > 0 {
+            tracing::info!(table = %self.table.name(), attempts = self.attempt + 1, "store recovered");
+        }
+        self.attempt = 0;
+        self.retry_at = None;
+        self.last_error = None;
+        self.stats.set_error(None);
+        self.instruments.store_pause.set(landed.pause.as_secs_f64());
+        if landed.pause.is_zero() {
+            self.paced_until = None;
+        } else {
+            // Rows keep arriving and queue up meanwhile: the next flush folds them
+            // together (`merge_queued`), so the store gets fewer, larger parts.
+            self.instruments.store_pauses.increment(1);
+            self.paced_until = Some(now + landed.pause);
+        }
+    }
+
+    /// A flush failed and may land later: it goes back to the head of the queue.
+    fn retry(&mut self, key: PartitionKey, sealed: Sealed<Token>, error: &SinkError) {
+        self.instruments.errors_retriable.increment(1);
+        self.attempt += 1;
+        let delay = self.backoff.delay(self.attempt, rand::random::<f64>());
+        tracing::warn!(
+            table = %self.table.name(), partition = %key, attempt = self.attempt,
+            retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
+        );
+        self.retry_at = Some(Instant::now() + delay);
+        self.last_error = Some(error.to_string());
+        self.stats.set_error(Some(error.to_string()));
+        self.queue.push_front((key, sealed));
+    }
+
+    /// A store refused a flush for good: its rows go to the dead letters, its waiters are told.
+    fn refused(&mut self, key: PartitionKey, sealed: &Sealed<Token>, error: &SinkError) {
+        self.instruments.errors_permanent.increment(1);
+        let id = FlushId {
+            table: self.table.name().clone(),
+            partition: key.clone(),
+            first_seq: sealed.first_seq,
+            last_seq: sealed.last_seq,
+        };
+        let kept = self.keep_dead_letter(&id, sealed, &error.to_string());
+        let reason = match &kept {
+            Some(Ok(path)) => format!("{error} (the rows are kept in {})", path.display()),
+            _ => error.to_string(),
+        };
+        for token in &sealed.tokens {
+            if let Some(waiter) = &token.waiter {
+                waiter.failed(Failure::Refused(reason.clone()));
+            }
+            // Replaying a batch the store refuses for good would only refuse it again;
+            // only a dead letter that could not be written leaves the frames to replay.
+            if !matches!(kept, Some(Err(_)))
+                && let Some(frame) = &token.frame
+            {
+                frame.piece_done();
+            }
+        }
+        self.release(sealed);
+        self.attempt = 0;
+        self.retry_at = None;
+        self.last_error = Some(reason);
     }
 
     /// Writes a refused batch to the dead-letter folder, if there is one. `None` when there is no

@@ -145,6 +145,8 @@ impl Writer {
     }
 
     /// Runs until closed (by [`Command::Close`] or every sender gone) and drained.
+    // Long because: one select loop over the inbox, the flush in flight, the store being
+    // opened and the next deadline; its arms share the loop's state.
     pub(crate) async fn run(mut self, mut rx: UnboundedReceiver<Command>) -> WriterReport {
         let mut inflight: Option<Inflight> = None;
         let mut opening: Option<JoinHandle<OpenResult>> = None;
