@@ -12,8 +12,8 @@ use serde::Deserialize;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::policy::duration_text;
 use sluice_core::{
-    ByteSize, Column, ConfigError, FlushPolicyConfig, TableDef, TableLayout, TableName,
-    ThrottleConfig,
+    ByteSize, Column, ConfigError, FlushPolicy, FlushPolicyConfig, TableDef, TableLayout,
+    TableName, ThrottleConfig,
 };
 use sluice_pipeline::{
     DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_PARTITIONS_PER_INSERT,
@@ -332,16 +332,53 @@ impl FileConfig {
         toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
     }
 
-    /// Applies flags and defaults and validates everything.
+    /// Applies flags and defaults and validates everything, one section after another. The
+    /// order decides which mistake a bad file is told about first, so it stays as it is.
     pub fn resolve(self, overrides: Overrides) -> Result<Settings> {
         let data_dir = overrides
             .data_dir
-            .or(self.data_dir)
+            .or_else(|| self.data_dir.clone())
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
         let default_policy = self.flush.validate().map_err(|e| e.within("flush"))?;
-        let max_buffer_bytes = self
-            .max_buffer_bytes
-            .map_or(DEFAULT_MAX_BUFFER_BYTES, u64::from);
+        let (max_body_bytes, max_rows_per_insert) = self.resolve_insert_limits()?;
+        let wal = self.wal.resolve(&data_dir, overrides.wal)?;
+        let pipeline = self.resolve_pipeline(&data_dir, wal, default_policy)?;
+        let limits =
+            self.resolve_limits(max_body_bytes, max_rows_per_insert, pipeline.ack_timeout)?;
+        let (lake, compaction) = self.lake.resolve(&data_dir)?;
+        self.check_sinks()?;
+        let default_sink = match &self.default_sink {
+            Some(name) => known_sink(&self.sinks, "default_sink", name)?,
+            None => LAKE_SINK.to_owned(),
+        };
+        let mut access = self.resolve_auth()?;
+        let tables = resolve_tables(
+            self.tables,
+            &self.flush,
+            &self.throttle,
+            &self.sinks,
+            &default_sink,
+            &mut access,
+        )?;
+        let listen = resolve_listen(overrides.listen, self.listen)?;
+        Ok(Settings {
+            listen,
+            data_dir,
+            pipeline,
+            limits,
+            lake,
+            compaction,
+            tables,
+            sinks: self.sinks,
+            default_sink,
+            access,
+            tls: self.tls,
+        })
+    }
+
+    /// `max_body_bytes` and `max_rows_per_insert`: neither may be zero, since nothing could
+    /// be inserted.
+    fn resolve_insert_limits(&self) -> Result<(u64, usize)> {
         let max_body_bytes = self
             .max_body_bytes
             .map_or(DEFAULT_MAX_BODY_BYTES as u64, u64::from);
@@ -356,25 +393,20 @@ impl FileConfig {
                 ConfigError::new("max_rows_per_insert", "must be greater than zero").into(),
             );
         }
-        let wal = if overrides.wal.or(self.wal.enabled).unwrap_or(true) {
-            let mut wal = WalConfig::new(data_dir.join(WAL_DIR));
-            if let Some(ByteSize(bytes)) = self.wal.segment_bytes {
-                if bytes < 4096 {
-                    return Err(
-                        ConfigError::new("wal.segment_bytes", "must be at least 4KiB").into(),
-                    );
-                }
-                wal.segment_bytes = bytes;
-            }
-            if let Some(mode) = &self.wal.recovery {
-                wal.recovery = mode
-                    .parse::<RecoveryMode>()
-                    .map_err(|reason| ConfigError::new("wal.recovery", reason))?;
-            }
-            Some(wal)
-        } else {
-            None
-        };
+        Ok((max_body_bytes, max_rows_per_insert))
+    }
+
+    /// The pipeline's settings: the top-level memory, table and timeout settings, the default
+    /// `[throttle]`, and the WAL and flush policy already resolved.
+    fn resolve_pipeline(
+        &self,
+        data_dir: &Path,
+        wal: Option<WalConfig>,
+        default_policy: FlushPolicy,
+    ) -> Result<PipelineConfig> {
+        let max_buffer_bytes = self
+            .max_buffer_bytes
+            .map_or(DEFAULT_MAX_BUFFER_BYTES, u64::from);
         let pipeline = PipelineConfig {
             wal,
             dead_letters: Some(data_dir.join(DEAD_LETTER_DIR)),
@@ -401,70 +433,33 @@ impl FileConfig {
         if pipeline.ack_timeout.is_zero() {
             return Err(ConfigError::new("ack_timeout", "must be greater than zero").into());
         }
+        Ok(pipeline)
+    }
+
+    /// The HTTP limits: the insert limits already checked, `body_timeout`, and how long
+    /// shutdown waits for answers still owed.
+    fn resolve_limits(
+        &self,
+        max_body_bytes: u64,
+        max_rows_per_insert: usize,
+        ack_timeout: Duration,
+    ) -> Result<Limits> {
         let body_timeout = self.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT);
         if body_timeout.is_zero() {
             return Err(ConfigError::new("body_timeout", "must be greater than zero").into());
         }
-        let mut lake = LakeConfig::new(&data_dir);
-        if let Some(root) = &self.lake.root {
-            lake.root =
-                LakeRoot::parse(root).map_err(|reason| ConfigError::new("lake.root", reason))?;
-        }
-        if !self.lake.storage.is_empty() && lake.root.folder().is_some() {
-            return Err(ConfigError::new(
-                "lake.storage",
-                "object-store options need an object-store root (lake.root = \"s3://...\")",
-            )
-            .into());
-        }
-        lake.storage_options = self
-            .lake
-            .storage
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        sluice_sinks::lake::retry_config(&lake.storage_options)
-            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
-        sluice_sinks::lake::check_storage_options(&lake.root, &lake.storage_options)
-            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
-        if let Some(interval) = self.lake.checkpoint_interval {
-            if interval == 0 {
-                return Err(ConfigError::new(
-                    "lake.checkpoint_interval",
-                    "must be greater than zero",
-                )
-                .into());
-            }
-            lake.checkpoint_interval = interval;
-        }
-        if let Some(retention) = self.lake.log_retention {
-            lake.log_retention = retention;
-        }
-        if let Some(retention) = self.lake.file_retention {
-            lake.file_retention = retention;
-        }
-        let compaction = self.lake.compaction.resolve()?;
-        if let Some(level) = self.lake.zstd_level {
-            if !(1..=22).contains(&level) {
-                return Err(ConfigError::new(
-                    "lake.zstd_level",
-                    format!("{level} is not a zstd level (1 to 22)"),
-                )
-                .into());
-            }
-            lake.zstd_level = level;
-        }
-        if let Some(ByteSize(bytes)) = self.lake.lz4_below {
-            lake.lz4_below = bytes;
-        }
-        if let Some(rows) = self.lake.row_group_rows {
-            if rows == 0 {
-                return Err(
-                    ConfigError::new("lake.row_group_rows", "must be greater than zero").into(),
-                );
-            }
-            lake.row_group_rows = rows;
-        }
+        // A committed insert in flight at shutdown still gets its answer.
+        let drain_timeout = ack_timeout.saturating_add(DRAIN_MARGIN);
+        Ok(Limits {
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+            max_rows_per_insert,
+            body_timeout,
+            drain_timeout,
+        })
+    }
+
+    /// `[sinks.*]`: none may take the built-in lake's name, and no store's timeout may be zero.
+    fn check_sinks(&self) -> Result<()> {
         for (name, spec) in &self.sinks {
             if name == LAKE_SINK {
                 return Err(ConfigError::new(
@@ -486,23 +481,12 @@ impl FileConfig {
                 .into());
             }
         }
-        let known = |field: &str, name: &str| -> Result<String> {
-            if name == LAKE_SINK || self.sinks.contains_key(name) {
-                Ok(name.to_owned())
-            } else {
-                let mut names: Vec<&str> = self.sinks.keys().map(String::as_str).collect();
-                names.insert(0, LAKE_SINK);
-                Err(ConfigError::new(
-                    field,
-                    format!("there is no sink '{name}' (known: {})", names.join(", ")),
-                )
-                .into())
-            }
-        };
-        let default_sink = match &self.default_sink {
-            Some(name) => known("default_sink", name)?,
-            None => LAKE_SINK.to_owned(),
-        };
+        Ok(())
+    }
+
+    /// `[auth]`, with the token from `SLUICE_TOKEN` added: who may write to tables without a
+    /// rule of their own.
+    fn resolve_auth(&self) -> Result<Access> {
         let mut access = Access::default();
         let token = std::env::var(TOKEN_ENV).unwrap_or_default();
         let mut global = self.auth.clone();
@@ -516,68 +500,175 @@ impl FileConfig {
             check_rule("auth", &rule)?;
             access.global = Some(rule);
         }
-        let mut tables = Vec::new();
-        for (name, table) in self.tables {
-            let field = format!("tables.{name}");
-            if let Some(rule) = &table.auth {
-                check_rule(&format!("{field}.auth"), rule)?;
-                access.tables.insert(name.clone(), rule.clone());
-            }
-            let table_name =
-                TableName::new(&name).map_err(|e| ConfigError::new(&field, e.to_string()))?;
-            let policy = table
-                .flush
-                .or(&self.flush)
-                .validate()
-                .map_err(|e| e.within(&format!("{field}.flush")))?;
-            let layout = TableLayout {
-                columns: table.columns,
-                partition_by: table.partition_by,
-                sort_by: table.sort_by,
-            };
-            let throttle = table
-                .throttle
-                .or(&self.throttle)
-                .validate()
-                .map_err(|e| e.within(&format!("{field}.throttle")))?;
-            let def = TableDef::new(table_name, layout, policy)
-                .map_err(|e| e.within(&field))?
-                .with_throttle(throttle)
-                .declared();
-            let sink = match &table.sink {
-                Some(sink) => known(&format!("{field}.sink"), sink)?,
-                None => default_sink.clone(),
-            };
-            tables.push((def, sink));
-        }
-        let listen = overrides
-            .listen
-            .or(self.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        if listen.trim().is_empty() {
-            bail!("invalid config: listen: the address is empty");
-        }
-        // A committed insert in flight at shutdown still gets its answer.
-        let drain_timeout = pipeline.ack_timeout.saturating_add(DRAIN_MARGIN);
-        Ok(Settings {
-            listen,
-            data_dir,
-            pipeline,
-            limits: Limits {
-                max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
-                max_rows_per_insert,
-                body_timeout,
-                drain_timeout,
-            },
-            lake,
-            compaction,
-            tables,
-            sinks: self.sinks,
-            default_sink,
-            access,
-            tls: self.tls,
-        })
+        Ok(access)
     }
+}
+
+impl WalFileConfig {
+    /// `[wal]`, unless `--wal off` or `enabled = false` turns the log off (then `None`).
+    fn resolve(&self, data_dir: &Path, flag: Option<bool>) -> Result<Option<WalConfig>> {
+        if !flag.or(self.enabled).unwrap_or(true) {
+            return Ok(None);
+        }
+        let mut wal = WalConfig::new(data_dir.join(WAL_DIR));
+        if let Some(ByteSize(bytes)) = self.segment_bytes {
+            if bytes < 4096 {
+                return Err(ConfigError::new("wal.segment_bytes", "must be at least 4KiB").into());
+            }
+            wal.segment_bytes = bytes;
+        }
+        if let Some(mode) = &self.recovery {
+            wal.recovery = mode
+                .parse::<RecoveryMode>()
+                .map_err(|reason| ConfigError::new("wal.recovery", reason))?;
+        }
+        Ok(Some(wal))
+    }
+}
+
+impl LakeFileConfig {
+    /// `[lake]` and `[lake.compaction]`: where the lake lives, how its files are written and
+    /// how they are compacted.
+    fn resolve(&self, data_dir: &Path) -> Result<(LakeConfig, CompactionSettings)> {
+        let mut lake = self.resolve_root(data_dir)?;
+        if let Some(interval) = self.checkpoint_interval {
+            if interval == 0 {
+                return Err(ConfigError::new(
+                    "lake.checkpoint_interval",
+                    "must be greater than zero",
+                )
+                .into());
+            }
+            lake.checkpoint_interval = interval;
+        }
+        if let Some(retention) = self.log_retention {
+            lake.log_retention = retention;
+        }
+        if let Some(retention) = self.file_retention {
+            lake.file_retention = retention;
+        }
+        let compaction = self.compaction.resolve()?;
+        if let Some(level) = self.zstd_level {
+            if !(1..=22).contains(&level) {
+                return Err(ConfigError::new(
+                    "lake.zstd_level",
+                    format!("{level} is not a zstd level (1 to 22)"),
+                )
+                .into());
+            }
+            lake.zstd_level = level;
+        }
+        if let Some(ByteSize(bytes)) = self.lz4_below {
+            lake.lz4_below = bytes;
+        }
+        if let Some(rows) = self.row_group_rows {
+            if rows == 0 {
+                return Err(
+                    ConfigError::new("lake.row_group_rows", "must be greater than zero").into(),
+                );
+            }
+            lake.row_group_rows = rows;
+        }
+        Ok((lake, compaction))
+    }
+
+    /// `lake.root` and `[lake.storage]`: the lake's defaults with its root, and the
+    /// object-store options, which only an object-store root takes.
+    fn resolve_root(&self, data_dir: &Path) -> Result<LakeConfig> {
+        let mut lake = LakeConfig::new(data_dir);
+        if let Some(root) = &self.root {
+            lake.root =
+                LakeRoot::parse(root).map_err(|reason| ConfigError::new("lake.root", reason))?;
+        }
+        if !self.storage.is_empty() && lake.root.folder().is_some() {
+            return Err(ConfigError::new(
+                "lake.storage",
+                "object-store options need an object-store root (lake.root = \"s3://...\")",
+            )
+            .into());
+        }
+        lake.storage_options = self
+            .storage
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        sluice_sinks::lake::retry_config(&lake.storage_options)
+            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
+        sluice_sinks::lake::check_storage_options(&lake.root, &lake.storage_options)
+            .map_err(|reason| ConfigError::new("lake.storage", reason))?;
+        Ok(lake)
+    }
+}
+
+/// The sink a setting names, if it is the lake or one of `[sinks.*]`; the error lists them all.
+fn known_sink(sinks: &BTreeMap<String, SinkSpec>, field: &str, name: &str) -> Result<String> {
+    if name == LAKE_SINK || sinks.contains_key(name) {
+        Ok(name.to_owned())
+    } else {
+        let mut names: Vec<&str> = sinks.keys().map(String::as_str).collect();
+        names.insert(0, LAKE_SINK);
+        Err(ConfigError::new(
+            field,
+            format!("there is no sink '{name}' (known: {})", names.join(", ")),
+        )
+        .into())
+    }
+}
+
+/// `[tables.*]`: each declared table with the name of its sink. Unset flush and throttle
+/// fields come from the top-level ones; a table's own `auth` rule goes into `access`.
+fn resolve_tables(
+    tables: BTreeMap<String, TableFileConfig>,
+    default_flush: &FlushPolicyConfig,
+    default_throttle: &ThrottleConfig,
+    sinks: &BTreeMap<String, SinkSpec>,
+    default_sink: &str,
+    access: &mut Access,
+) -> Result<Vec<(TableDef, String)>> {
+    let mut resolved = Vec::new();
+    for (name, table) in tables {
+        let field = format!("tables.{name}");
+        if let Some(rule) = &table.auth {
+            check_rule(&format!("{field}.auth"), rule)?;
+            access.tables.insert(name.clone(), rule.clone());
+        }
+        let table_name =
+            TableName::new(&name).map_err(|e| ConfigError::new(&field, e.to_string()))?;
+        let policy = table
+            .flush
+            .or(default_flush)
+            .validate()
+            .map_err(|e| e.within(&format!("{field}.flush")))?;
+        let layout = TableLayout {
+            columns: table.columns,
+            partition_by: table.partition_by,
+            sort_by: table.sort_by,
+        };
+        let throttle = table
+            .throttle
+            .or(default_throttle)
+            .validate()
+            .map_err(|e| e.within(&format!("{field}.throttle")))?;
+        let def = TableDef::new(table_name, layout, policy)
+            .map_err(|e| e.within(&field))?
+            .with_throttle(throttle)
+            .declared();
+        let sink = match &table.sink {
+            Some(sink) => known_sink(sinks, &format!("{field}.sink"), sink)?,
+            None => default_sink.to_owned(),
+        };
+        resolved.push((def, sink));
+    }
+    Ok(resolved)
+}
+
+/// The address to listen on: `--listen`, else the file's, else the default; never empty.
+fn resolve_listen(flag: Option<String>, file: Option<String>) -> Result<String> {
+    let listen = flag.or(file).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    if listen.trim().is_empty() {
+        bail!("invalid config: listen: the address is empty");
+    }
+    Ok(listen)
 }
 
 #[cfg(test)]

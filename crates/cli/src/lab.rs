@@ -1,7 +1,7 @@
 //! `sluice lab ...`: experiments that start their own sluice servers and report what they
 //! measured.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -340,250 +340,283 @@ impl layouts::Progress for Bar {
     }
 }
 
+/// Runs one lab experiment. The sluice binary is looked up first, whichever experiment runs.
 pub async fn run(command: LabCommand) -> Result<ExitCode> {
     let binary = sluice_lab::process::current_binary().context("cannot find the sluice binary")?;
     match command {
         LabCommand::Layouts(args) => run_layouts(args).await,
         LabCommand::MergeSim(args) => run_merge_sim(args),
         LabCommand::Knee(args) => run_knee(args).await,
-        LabCommand::Crash(args) => {
-            let (dir, _temp) = args.scratch.open()?;
-            let config = CrashConfig {
-                binary,
-                data_dir: dir,
-                cycles: args.cycles,
-                producers: args.producers,
-                rows_per_insert: args.rows_per_insert,
-                min_run: args.min_run,
-                max_run: args.max_run,
-                seed: args.seed,
-            };
-            let report = crash::run(config, |i, cycle| {
-                eprintln!(
-                    "cycle {:>3}: killed after {:>5} ms, {:>8} rows acknowledged durable",
-                    i + 1,
-                    cycle.ran_ms,
-                    cycle.acked
-                );
-            })
-            .await
-            .map_err(anyhow::Error::msg)?;
-            write_json(args.json.as_ref(), &report)?;
-            {
-                let a = &report.audit;
-                println!(
-                    "crash test: {} kills with SIGKILL under load",
-                    report.cycles.len()
-                );
-                println!("  acknowledged rows  {:>10}", a.acked);
-                println!("  rows in the lake   {:>10}", a.landed);
-                println!("  lost               {:>10}", a.lost);
-                println!("  duplicated         {:>10}", a.duplicated);
-                println!("  parts              {:>10}", report.parts);
-                println!("  elapsed            {:>10.1} s", report.elapsed_s);
-                if !a.lost_examples.is_empty() || !a.duplicated_examples.is_empty() {
-                    println!(
-                        "  lost e.g. {:?}, duplicated e.g. {:?}",
-                        a.lost_examples, a.duplicated_examples
-                    );
-                }
-                println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
-            }
-            Ok(if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        LabCommand::Overload(args) => {
-            let (dir, _temp) = args.scratch.open()?;
-            let config = OverloadConfig {
-                binary,
-                data_dir: dir,
-                buffer_bytes: args.buffer.0,
-                factor: args.factor,
-                producers: args.producers,
-                rows_per_insert: args.rows_per_insert,
-                max_outage: args.max_outage,
-            };
-            let report = overload::run(&config, |line| eprintln!("{line}"))
-                .await
-                .map_err(anyhow::Error::msg)?;
-            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-            let a = &report.audit;
-            println!("store down {:.1} s under durable load", report.outage_s);
-            println!(
-                "  buffer limit        {:>9.1} MiB",
-                mib(report.buffer_bytes)
-            );
-            println!(
-                "  offered             {:>9.1} MiB ({:.1}x the buffer)",
-                mib(report.offered_bytes),
-                report.offered_factor
-            );
-            println!(
-                "  resident at start   {:>9.1} MiB",
-                mib(report.rss_at_start_bytes)
-            );
-            println!(
-                "  peak resident       {:>9.1} MiB (grew {:.2}x the buffer limit)",
-                mib(report.peak_rss_bytes),
-                report.growth_over_buffer
-            );
-            println!("  refused (503)       {:>9}", report.refused_inserts);
-            println!("  other failures      {:>9}", report.failed_inserts);
-            println!("  drained in          {:>9.1} s", report.drain_s);
-            println!("  acknowledged rows   {:>9}", a.acked);
-            println!("  lost                {:>9}", a.lost);
-            println!("  duplicated          {:>9}", a.duplicated);
-            println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
-            write_json(args.json.as_ref(), &report)?;
-            Ok(if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        LabCommand::Compaction(args) => {
-            let (dir, _temp) = args.scratch.open()?;
-            let python = (!args.no_pyarrow).then(|| {
-                args.python
-                    .or_else(|| std::env::var_os("SLUICE_PYTHON").map(PathBuf::from))
-                    .unwrap_or_else(|| PathBuf::from("python3"))
-            });
-            let config = CompactionLabConfig {
-                rows: args.rows,
-                rows_per_file: args.rows_per_file,
-                dir,
-                python,
-                seed: 42,
-                zstd_inputs: args.zstd_inputs,
-                runs: args.runs as usize,
-            };
-            let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
-                .await
-                .map_err(anyhow::Error::msg)?;
-            let mb = |b: u64| b as f64 / 1e6;
-            println!(
-                "{} rows in {} files of {} rows ({}): {:.1} MB",
-                report.rows,
-                report.files_in,
-                config.rows_per_file,
-                report.input_codec,
-                mb(report.bytes_in)
-            );
-            // Every run's time, when there were several.
-            let runs = |side: &compaction::Side| match side.runs.as_slice() {
-                [_] | [] => String::new(),
-                all => {
-                    let times: Vec<String> = all.iter().map(|t| format!("{t:.2}")).collect();
-                    format!(" (median of {} s)", times.join(", "))
-                }
-            };
-            let s = &report.sluice;
-            println!(
-                "  sluice compact     {:>7.2} s -> {} files, {:.1} MB{}",
-                s.seconds,
-                s.files_out,
-                mb(s.bytes_out),
-                runs(s)
-            );
-            match (&report.pyarrow, &report.pyarrow_skipped) {
-                (Some(p), _) => println!(
-                    "  pyarrow dataset    {:>7.2} s -> {} files, {:.1} MB{}",
-                    p.seconds,
-                    p.files_out,
-                    mb(p.bytes_out),
-                    runs(p)
-                ),
-                (None, Some(why)) => println!("  pyarrow skipped: {why}"),
-                (None, None) => {}
-            }
-            if let Some(speedup) = report.speedup {
-                println!("  sluice is {speedup:.1}x faster on the same files");
-            }
-            write_json(args.json.as_ref(), &report)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        LabCommand::Clickhouse(args) => {
-            let (dir, _temp) = args.scratch.open()?;
-            let config = ClickHouseLabConfig {
-                binary,
-                data_dir: dir,
-                inserts: args.inserts,
-                clients: args.clients,
-                max_age: args.max_age,
-                rate: args.rate,
-            };
-            println!(
-                "{} single-row inserts from {} clients, straight into ClickHouse and through sluice \
-                 (max_age {:?}, ack durable)",
-                config.inserts, config.clients, config.max_age
-            );
-            let report = sluice_lab::clickhouse::run(&config, |line| println!("{line}"))
-                .await
-                .map_err(anyhow::Error::msg)?;
-            let (d, s) = (&report.direct, &report.sluice);
-            println!(
-                "ClickHouse {}: sluice made {:.0}x fewer parts, merges rewrote {:.2}x vs {:.2}x \
-                 the rows inserted, {:.1}x the rows/s",
-                report.clickhouse_version,
-                d.parts_all as f64 / s.parts_all.max(1) as f64,
-                s.rewrite_ratio,
-                d.rewrite_ratio,
-                s.rows_per_s / d.rows_per_s.max(1e-9)
-            );
-            write_json(args.json.as_ref(), &report)?;
-            Ok(
-                if d.errors + s.errors == 0 && s.rows_landed >= s.rows_acked {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                },
-            )
-        }
-        LabCommand::Acks(args) => {
-            let (dir, _temp) = args.scratch.open()?;
-            let config = AcksConfig {
-                binary,
-                data_dir: dir,
-                producers: args.producers,
-                rows_per_insert: args.rows_per_insert,
-                duration: args.duration,
-                max_age: args.max_age,
-            };
-            println!(
-                "{} producers x {} rows/insert, {:?} per mode, max_age {:?}",
-                config.producers, config.rows_per_insert, config.duration, config.max_age
-            );
-            println!(
-                "{:<10} {:>12} {:>9} {:>9} {:>11} {:>12} {:>7}",
-                "ack", "rows/s", "p50 ms", "p99 ms", "fsyncs/s", "rows/fsync", "errors"
-            );
-            let report = acks::run(config, |m| {
-                println!(
-                    "{:<10} {:>12.0} {:>9.2} {:>9.2} {:>11.0} {:>12.1} {:>7}",
-                    m.ack,
-                    m.rows_per_s,
-                    m.latency.p50_ms,
-                    m.latency.p99_ms,
-                    m.fsyncs_per_s,
-                    m.rows_per_fsync,
-                    m.errors
-                );
-            })
-            .await
-            .map_err(anyhow::Error::msg)?;
-            if let (Some(a), Some(d)) = (report.modes.first(), report.modes.get(1)) {
-                println!(
-                    "durable / async throughput: {:.2}",
-                    d.rows_per_s / a.rows_per_s.max(1e-9)
-                );
-            }
-            write_json(args.json.as_ref(), &report)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        LabCommand::Crash(args) => run_crash(args, binary).await,
+        LabCommand::Overload(args) => run_overload(args, binary).await,
+        LabCommand::Compaction(args) => run_compaction(args).await,
+        LabCommand::Clickhouse(args) => run_clickhouse(args, binary).await,
+        LabCommand::Acks(args) => run_acks(args, binary).await,
     }
+}
+
+/// `sluice lab crash`: kills a loaded server again and again, then audits the lake. Fails
+/// unless every row acknowledged durable landed exactly once.
+async fn run_crash(args: CrashArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = CrashConfig {
+        binary,
+        data_dir: dir,
+        cycles: args.cycles,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        min_run: args.min_run,
+        max_run: args.max_run,
+        seed: args.seed,
+    };
+    let report = crash::run(config, |i, cycle| {
+        eprintln!(
+            "cycle {:>3}: killed after {:>5} ms, {:>8} rows acknowledged durable",
+            i + 1,
+            cycle.ran_ms,
+            cycle.acked
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    write_json(args.json.as_ref(), &report)?;
+    print_crash(&report);
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The crash test's audit, as a table on stdout.
+fn print_crash(report: &crash::CrashReport) {
+    let a = &report.audit;
+    println!(
+        "crash test: {} kills with SIGKILL under load",
+        report.cycles.len()
+    );
+    println!("  acknowledged rows  {:>10}", a.acked);
+    println!("  rows in the lake   {:>10}", a.landed);
+    println!("  lost               {:>10}", a.lost);
+    println!("  duplicated         {:>10}", a.duplicated);
+    println!("  parts              {:>10}", report.parts);
+    println!("  elapsed            {:>10.1} s", report.elapsed_s);
+    if !a.lost_examples.is_empty() || !a.duplicated_examples.is_empty() {
+        println!(
+            "  lost e.g. {:?}, duplicated e.g. {:?}",
+            a.lost_examples, a.duplicated_examples
+        );
+    }
+    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+}
+
+/// `sluice lab overload`: takes the store down under a load far past the buffer. Fails unless
+/// every acknowledged row landed exactly once.
+async fn run_overload(args: OverloadArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = OverloadConfig {
+        binary,
+        data_dir: dir,
+        buffer_bytes: args.buffer.0,
+        factor: args.factor,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        max_outage: args.max_outage,
+    };
+    let report = overload::run(&config, |line| eprintln!("{line}"))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    print_overload(&report);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The overload experiment's memory, refusals, drain and audit, as a table on stdout.
+fn print_overload(report: &overload::OverloadReport) {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let a = &report.audit;
+    println!("store down {:.1} s under durable load", report.outage_s);
+    println!(
+        "  buffer limit        {:>9.1} MiB",
+        mib(report.buffer_bytes)
+    );
+    println!(
+        "  offered             {:>9.1} MiB ({:.1}x the buffer)",
+        mib(report.offered_bytes),
+        report.offered_factor
+    );
+    println!(
+        "  resident at start   {:>9.1} MiB",
+        mib(report.rss_at_start_bytes)
+    );
+    println!(
+        "  peak resident       {:>9.1} MiB (grew {:.2}x the buffer limit)",
+        mib(report.peak_rss_bytes),
+        report.growth_over_buffer
+    );
+    println!("  refused (503)       {:>9}", report.refused_inserts);
+    println!("  other failures      {:>9}", report.failed_inserts);
+    println!("  drained in          {:>9.1} s", report.drain_s);
+    println!("  acknowledged rows   {:>9}", a.acked);
+    println!("  lost                {:>9}", a.lost);
+    println!("  duplicated          {:>9}", a.duplicated);
+    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+}
+
+/// `sluice lab compaction`: many small files compacted by sluice, and by pyarrow on the same
+/// files unless it is skipped.
+async fn run_compaction(args: CompactionArgs) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let python = (!args.no_pyarrow).then(|| {
+        args.python
+            .or_else(|| std::env::var_os("SLUICE_PYTHON").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("python3"))
+    });
+    let config = CompactionLabConfig {
+        rows: args.rows,
+        rows_per_file: args.rows_per_file,
+        dir,
+        python,
+        seed: 42,
+        zstd_inputs: args.zstd_inputs,
+        runs: args.runs as usize,
+    };
+    let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    print_compaction(&report, config.rows_per_file);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The compaction experiment's inputs and each side's time and output, on stdout.
+fn print_compaction(report: &compaction::CompactionLabReport, rows_per_file: usize) {
+    let mb = |b: u64| b as f64 / 1e6;
+    println!(
+        "{} rows in {} files of {} rows ({}): {:.1} MB",
+        report.rows,
+        report.files_in,
+        rows_per_file,
+        report.input_codec,
+        mb(report.bytes_in)
+    );
+    // Every run's time, when there were several.
+    let runs = |side: &compaction::Side| match side.runs.as_slice() {
+        [_] | [] => String::new(),
+        all => {
+            let times: Vec<String> = all.iter().map(|t| format!("{t:.2}")).collect();
+            format!(" (median of {} s)", times.join(", "))
+        }
+    };
+    let s = &report.sluice;
+    println!(
+        "  sluice compact     {:>7.2} s -> {} files, {:.1} MB{}",
+        s.seconds,
+        s.files_out,
+        mb(s.bytes_out),
+        runs(s)
+    );
+    match (&report.pyarrow, &report.pyarrow_skipped) {
+        (Some(p), _) => println!(
+            "  pyarrow dataset    {:>7.2} s -> {} files, {:.1} MB{}",
+            p.seconds,
+            p.files_out,
+            mb(p.bytes_out),
+            runs(p)
+        ),
+        (None, Some(why)) => println!("  pyarrow skipped: {why}"),
+        (None, None) => {}
+    }
+    if let Some(speedup) = report.speedup {
+        println!("  sluice is {speedup:.1}x faster on the same files");
+    }
+}
+
+/// `sluice lab clickhouse`: single-row inserts straight into ClickHouse and through sluice.
+/// Fails on any error, or when sluice landed fewer rows than it acknowledged.
+async fn run_clickhouse(args: ClickHouseArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = ClickHouseLabConfig {
+        binary,
+        data_dir: dir,
+        inserts: args.inserts,
+        clients: args.clients,
+        max_age: args.max_age,
+        rate: args.rate,
+    };
+    println!(
+        "{} single-row inserts from {} clients, straight into ClickHouse and through sluice \
+         (max_age {:?}, ack durable)",
+        config.inserts, config.clients, config.max_age
+    );
+    let report = sluice_lab::clickhouse::run(&config, |line| println!("{line}"))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let (d, s) = (&report.direct, &report.sluice);
+    println!(
+        "ClickHouse {}: sluice made {:.0}x fewer parts, merges rewrote {:.2}x vs {:.2}x \
+         the rows inserted, {:.1}x the rows/s",
+        report.clickhouse_version,
+        d.parts_all as f64 / s.parts_all.max(1) as f64,
+        s.rewrite_ratio,
+        d.rewrite_ratio,
+        s.rows_per_s / d.rows_per_s.max(1e-9)
+    );
+    write_json(args.json.as_ref(), &report)?;
+    Ok(
+        if d.errors + s.errors == 0 && s.rows_landed >= s.rows_acked {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
+}
+
+/// `sluice lab acks`: the same load under each ack mode in turn, a row of figures per mode.
+async fn run_acks(args: AcksArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = AcksConfig {
+        binary,
+        data_dir: dir,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        duration: args.duration,
+        max_age: args.max_age,
+    };
+    println!(
+        "{} producers x {} rows/insert, {:?} per mode, max_age {:?}",
+        config.producers, config.rows_per_insert, config.duration, config.max_age
+    );
+    println!(
+        "{:<10} {:>12} {:>9} {:>9} {:>11} {:>12} {:>7}",
+        "ack", "rows/s", "p50 ms", "p99 ms", "fsyncs/s", "rows/fsync", "errors"
+    );
+    let report = acks::run(config, |m| {
+        println!(
+            "{:<10} {:>12.0} {:>9.2} {:>9.2} {:>11.0} {:>12.1} {:>7}",
+            m.ack,
+            m.rows_per_s,
+            m.latency.p50_ms,
+            m.latency.p99_ms,
+            m.fsyncs_per_s,
+            m.rows_per_fsync,
+            m.errors
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    if let (Some(a), Some(d)) = (report.modes.first(), report.modes.get(1)) {
+        println!(
+            "durable / async throughput: {:.2}",
+            d.rows_per_s / a.rows_per_s.max(1e-9)
+        );
+    }
+    write_json(args.json.as_ref(), &report)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run_layouts(args: LayoutsArgs) -> Result<ExitCode> {
@@ -689,31 +722,9 @@ fn run_merge_sim(args: MergeSimArgs) -> Result<ExitCode> {
         ..MergeSimConfig::default()
     };
     if let Some(path) = &args.merge_cost_from_layouts {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let report: serde_json::Value = serde_json::from_str(&text)?;
-        let fixed = report["merge"]["fixed_s"].as_f64();
-        let per_row = report["merge"]["per_row_s"].as_f64();
-        match (fixed, per_row) {
-            (Some(fixed), Some(per_row)) if fixed >= 0.0 && per_row >= 0.0 => {
-                base.fixed_cost = Duration::from_secs_f64(fixed);
-                base.per_row_cost_s = per_row;
-            }
-            _ => anyhow::bail!(
-                "{} has no usable merge fit (merge.fixed_s, merge.per_row_s)",
-                path.display()
-            ),
-        }
+        (base.fixed_cost, base.per_row_cost_s) = merge_fit_from_layouts(path)?;
     }
-    let scenarios: Vec<(f64, u64)> = match (args.rate, args.insert_rows) {
-        (None, None) => vec![
-            (20_000.0, 100),
-            (20_000.0, 10_000),
-            (20_000.0, 1_000_000),
-            (200_000.0, 100),
-        ],
-        (rate, rows) => vec![(rate.unwrap_or(20_000.0), rows.unwrap_or(100))],
-    };
+    let scenarios = merge_sim_scenarios(args.rate, args.insert_rows);
     println!(
         "one merge thread, 10 parts into 1, {:.1} ms + {:.4} us/row, {:?} of ingest",
         base.fixed_cost.as_secs_f64() * 1000.0,
@@ -764,6 +775,38 @@ fn run_merge_sim(args: MergeSimArgs) -> Result<ExitCode> {
         args.outputs.note_plot();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The merge cost (fixed, and seconds per row) that a `sluice lab layouts --json` file fitted.
+fn merge_fit_from_layouts(path: &Path) -> Result<(Duration, f64)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text)?;
+    let fixed = report["merge"]["fixed_s"].as_f64();
+    let per_row = report["merge"]["per_row_s"].as_f64();
+    match (fixed, per_row) {
+        (Some(fixed), Some(per_row)) if fixed >= 0.0 && per_row >= 0.0 => {
+            Ok((Duration::from_secs_f64(fixed), per_row))
+        }
+        _ => anyhow::bail!(
+            "{} has no usable merge fit (merge.fixed_s, merge.per_row_s)",
+            path.display()
+        ),
+    }
+}
+
+/// The (rows/s, rows per insert) pairs to simulate: the seed's scenarios unless a flag names
+/// one, whose unset half comes from the seed's first.
+fn merge_sim_scenarios(rate: Option<f64>, insert_rows: Option<u64>) -> Vec<(f64, u64)> {
+    match (rate, insert_rows) {
+        (None, None) => vec![
+            (20_000.0, 100),
+            (20_000.0, 10_000),
+            (20_000.0, 1_000_000),
+            (200_000.0, 100),
+        ],
+        (rate, rows) => vec![(rate.unwrap_or(20_000.0), rows.unwrap_or(100))],
+    }
 }
 
 async fn run_knee(args: KneeArgs) -> Result<ExitCode> {

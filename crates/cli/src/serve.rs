@@ -7,13 +7,17 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use sluice_core::TableDef;
 use sluice_pipeline::Pipeline;
 use sluice_server::AppState;
+use sluice_server::tls::Tls;
 use sluice_sinks::lake::CompactionReport;
 use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, LedgerWriter, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
-use crate::config::{FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
+use crate::config::{CompactionSettings, FileConfig, LAKE_SINK, Overrides, Settings, SinkSpec};
 use crate::lock::DataDirLock;
 
 /// `sluice serve` flags.
@@ -36,27 +40,60 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     init_tracing();
     let shutdown = shutdown_signal()?;
+    let mut settings = resolve_settings(args)?;
+    // Held until the last flush has landed: dropped last.
+    let _lock = DataDirLock::acquire(&settings.data_dir)?;
+    let tls = load_tls(&settings)?;
+    let metrics = sluice_server::metrics::install();
+
+    let (lake, sinks) = build_sinks(&settings)?;
+    let tables = std::mem::take(&mut settings.tables);
+    let pipeline = start_pipeline(&settings, tables, &sinks).await?;
+    let listener = bind(&settings, tls.is_some()).await?;
+    let (stop_upkeep, upkeep) = spawn_upkeep(lake, settings.compaction);
+
+    let state =
+        AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
+    sluice_server::serve(listener, state, tls, shutdown)
+        .await
+        .context("the HTTP server failed")?;
+    let _ = stop_upkeep.send(());
+    let _ = upkeep.await;
+    Ok(flush_at_shutdown(&pipeline).await)
+}
+
+/// The config file, if any, with the command-line flags over it.
+fn resolve_settings(args: ServeArgs) -> Result<Settings> {
     let file = match &args.config {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
     };
-    let settings = file.resolve(Overrides {
+    file.resolve(Overrides {
         listen: args.listen,
         data_dir: args.data_dir,
         wal: args.wal.map(|w| w == "on"),
-    })?;
-    // Held until the last flush has landed: dropped last.
-    let _lock = DataDirLock::acquire(&settings.data_dir)?;
+    })
+}
+
+/// The certificate and key of `[tls]`, read now so that a bad file stops sluice before it
+/// listens.
+fn load_tls(settings: &Settings) -> Result<Option<Tls>> {
     let tls = match &settings.tls {
         Some(files) => Some(
-            sluice_server::tls::Tls::from_pem_files(&files.cert, &files.key)
+            Tls::from_pem_files(&files.cert, &files.key)
                 .map_err(|e| anyhow::anyhow!("invalid config: tls: {e}"))?,
         ),
         None => None,
     };
-    let metrics = sluice_server::metrics::install();
+    Ok(tls)
+}
 
-    let (lake, sinks) = build_sinks(&settings)?;
+/// Starts the pipeline on the data directory's catalog, with each declared table in its sink.
+async fn start_pipeline(
+    settings: &Settings,
+    tables: Vec<(TableDef, String)>,
+    sinks: &Sinks,
+) -> Result<Pipeline> {
     let sink = |name: &str| -> Result<Arc<dyn sluice_core::Sink>> {
         sinks
             .get(name)
@@ -69,11 +106,15 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         catalog,
         sink(&settings.default_sink)?,
     );
-    for (table, sink_name) in settings.tables {
+    for (table, sink_name) in tables {
         builder = builder.table(table, Some(sink(&sink_name)?));
     }
-    let pipeline = builder.start().await.context("cannot start the pipeline")?;
+    builder.start().await.context("cannot start the pipeline")
+}
 
+/// Opens the listening socket and says where sluice listens, with a warning when anyone
+/// beyond this machine could write.
+async fn bind(settings: &Settings, tls: bool) -> Result<TcpListener> {
     let listener = TcpListener::bind(&settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -86,15 +127,21 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "sluice is listening");
     // A line for scripts and tests that start sluice on port 0.
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = if tls { "https" } else { "http" };
     println!(
         "sluice listening on {scheme}://{addr} (data in {})",
         settings.data_dir.display()
     );
+    Ok(listener)
+}
 
-    // The lake's upkeep (compaction, rereading logs) runs until the server stops taking inserts.
-    let (stop_upkeep, upkeep_stopped) = tokio::sync::oneshot::channel::<()>();
-    let compaction = settings.compaction;
+/// Starts the lake's upkeep (compaction, rereading logs), which runs until the sender is used
+/// or dropped: the server stops it when it stops taking inserts.
+fn spawn_upkeep(
+    lake: LakeSink,
+    compaction: CompactionSettings,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop_upkeep, upkeep_stopped) = oneshot::channel::<()>();
     let upkeep = tokio::spawn(async move {
         let stop = async move {
             let _ = upkeep_stopped.await;
@@ -103,15 +150,12 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         lake.run_upkeep(policy, compaction.interval, record_compaction, stop)
             .await;
     });
+    (stop_upkeep, upkeep)
+}
 
-    let state =
-        AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
-    sluice_server::serve(listener, state, tls, shutdown)
-        .await
-        .context("the HTTP server failed")?;
-    let _ = stop_upkeep.send(());
-    let _ = upkeep.await;
-
+/// Flushes what is buffered once the server no longer accepts, and fails the process if an
+/// accepted row could not land (rows left in the write-ahead log land after the next start).
+async fn flush_at_shutdown(pipeline: &Pipeline) -> ExitCode {
     tracing::info!("no longer accepting; flushing what is buffered");
     let report = pipeline.shutdown().await;
     let lost = report.rows_lost();
@@ -124,10 +168,10 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if lost > 0 {
         tracing::error!(rows = lost, "shutdown could not land every accepted row");
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
     tracing::info!(tables = report.tables.len(), "everything flushed; bye");
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 /// Counts what a background compaction round did in `/metrics`.
