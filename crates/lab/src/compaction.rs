@@ -108,6 +108,71 @@ pub async fn run(
     if config.rows_per_file == 0 || config.rows == 0 {
         return Err("rows and rows per file must be at least 1".into());
     }
+    let inputs = prepare(config, progress).await?;
+    let runs = config.runs.max(1);
+
+    let mut pyarrow_runs: Vec<Side> = Vec::new();
+    let mut pyarrow_skipped = config
+        .python
+        .is_none()
+        .then(|| "no Python given".to_owned());
+    let mut sluice_runs: Vec<Side> = Vec::new();
+    let mut merged_first = None;
+    for run in 0..runs {
+        if let (Some(python), None) = (&config.python, &pyarrow_skipped) {
+            settle();
+            progress(&format!(
+                "pyarrow's dataset writer (run {} of {runs})",
+                run + 1
+            ));
+            let out = config.dir.join("pyarrow");
+            remove_dir(&out)?;
+            match run_pyarrow(python, &inputs.list, &out) {
+                Ok(side) => pyarrow_runs.push(side),
+                Err(why) => {
+                    pyarrow_runs.clear();
+                    pyarrow_skipped = Some(why);
+                }
+            }
+        }
+        let side = sluice_run(config, &inputs, run, runs, &mut merged_first, progress).await?;
+        sluice_runs.push(side);
+    }
+    let sluice = median_side(sluice_runs).ok_or("sluice did not run")?;
+    let pyarrow = median_side(pyarrow_runs);
+    Ok(CompactionLabReport {
+        rows: config.rows as u64,
+        files_in: inputs.files_in,
+        bytes_in: inputs.bytes_in,
+        input_codec: if config.zstd_inputs { "zstd" } else { "lz4" }.to_owned(),
+        speedup: pyarrow.as_ref().map(|p| p.seconds / sluice.seconds),
+        sluice,
+        pyarrow,
+        pyarrow_skipped,
+    })
+}
+
+/// The small files every run starts from, and where they and the lab's other files lie.
+struct Inputs {
+    /// The table the small files belong to.
+    table: TableDef,
+    /// The lake holding the table.
+    lake_dir: PathBuf,
+    /// The table's folder in the lake.
+    table_dir: PathBuf,
+    /// The file listing the small files for pyarrow, one path a line.
+    list: PathBuf,
+    /// The copy of the lake each sluice run after the first starts from.
+    pristine: PathBuf,
+    /// Small files written.
+    files_in: u64,
+    /// Their bytes.
+    bytes_in: u64,
+}
+
+/// Empties `config.dir`, writes the small files into a fresh Delta table, lists them for pyarrow
+/// in the order they landed, and copies the lake aside when there is more than one run.
+async fn prepare(config: &CompactionLabConfig, progress: &dyn Fn(&str)) -> Result<Inputs, String> {
     remove_dir(&config.dir)?;
     let lake_dir = config.dir.join("lake");
     let table = events_table()?;
@@ -145,80 +210,71 @@ pub async fn run(
     if runs > 1 {
         copy_tree(&lake_dir, &pristine)?;
     }
-
-    let mut pyarrow_runs: Vec<Side> = Vec::new();
-    let mut pyarrow_skipped = config
-        .python
-        .is_none()
-        .then(|| "no Python given".to_owned());
-    let mut sluice_runs: Vec<Side> = Vec::new();
-    let mut merged_first = None;
-    for run in 0..runs {
-        if let (Some(python), None) = (&config.python, &pyarrow_skipped) {
-            settle();
-            progress(&format!(
-                "pyarrow's dataset writer (run {} of {runs})",
-                run + 1
-            ));
-            let out = config.dir.join("pyarrow");
-            remove_dir(&out)?;
-            match run_pyarrow(python, &list, &out) {
-                Ok(side) => pyarrow_runs.push(side),
-                Err(why) => {
-                    pyarrow_runs.clear();
-                    pyarrow_skipped = Some(why);
-                }
-            }
-        }
-        if run > 0 {
-            remove_dir(&lake_dir)?;
-            copy_tree(&pristine, &lake_dir)?;
-        }
-        settle();
-        progress(&format!("sluice's compactor (run {} of {runs})", run + 1));
-        // A sink of its own each run: nothing of the last run's log stays in memory.
-        let lake = LakeSink::new(LakeConfig::new(&lake_dir)).map_err(|e| e.to_string())?;
-        let started = Instant::now();
-        let report = lake
-            .compact(&table, CompactionPolicy::default(), &|_, _| {})
-            .await
-            .map_err(|e| e.to_string())?;
-        // Every run merges what the first did: a run on the last one's output would not.
-        let first = *merged_first.get_or_insert(report.files_in);
-        if report.files_in != first {
-            return Err(format!(
-                "run {} merged {} files, the first {first}: the small files were not restored",
-                run + 1,
-                report.files_in
-            ));
-        }
-        sluice_runs.push(Side {
-            seconds: started.elapsed().as_secs_f64(),
-            runs: Vec::new(),
-            files_out: report.files_out,
-            bytes_out: report.bytes_out,
-        });
-        let after = live_files(&table_dir).await.map_err(|e| e.to_string())?;
-        let rows_after: u64 = after.iter().map(|f| f.rows.unwrap_or(0)).sum();
-        if rows_after != config.rows as u64 {
-            return Err(format!(
-                "the compacted table holds {rows_after} rows, not {}",
-                config.rows
-            ));
-        }
-    }
-    let sluice = median_side(sluice_runs).ok_or("sluice did not run")?;
-    let pyarrow = median_side(pyarrow_runs);
-    Ok(CompactionLabReport {
-        rows: config.rows as u64,
+    Ok(Inputs {
+        table,
+        lake_dir,
+        table_dir,
+        list,
+        pristine,
         files_in,
         bytes_in,
-        input_codec: if config.zstd_inputs { "zstd" } else { "lz4" }.to_owned(),
-        speedup: pyarrow.as_ref().map(|p| p.seconds / sluice.seconds),
-        sluice,
-        pyarrow,
-        pyarrow_skipped,
     })
+}
+
+/// One run of sluice's compactor: restores the small files (after the first run), compacts the
+/// table, and checks that it merged as many files as the first run and kept every row.
+async fn sluice_run(
+    config: &CompactionLabConfig,
+    inputs: &Inputs,
+    run: usize,
+    runs: usize,
+    merged_first: &mut Option<u64>,
+    progress: &dyn Fn(&str),
+) -> Result<Side, String> {
+    let Inputs {
+        table,
+        lake_dir,
+        table_dir,
+        pristine,
+        ..
+    } = inputs;
+    if run > 0 {
+        remove_dir(lake_dir)?;
+        copy_tree(pristine, lake_dir)?;
+    }
+    settle();
+    progress(&format!("sluice's compactor (run {} of {runs})", run + 1));
+    // A sink of its own each run: nothing of the last run's log stays in memory.
+    let lake = LakeSink::new(LakeConfig::new(lake_dir)).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let report = lake
+        .compact(table, CompactionPolicy::default(), &|_, _| {})
+        .await
+        .map_err(|e| e.to_string())?;
+    // Every run merges what the first did: a run on the last one's output would not.
+    let first = *merged_first.get_or_insert(report.files_in);
+    if report.files_in != first {
+        return Err(format!(
+            "run {} merged {} files, the first {first}: the small files were not restored",
+            run + 1,
+            report.files_in
+        ));
+    }
+    let side = Side {
+        seconds: started.elapsed().as_secs_f64(),
+        runs: Vec::new(),
+        files_out: report.files_out,
+        bytes_out: report.bytes_out,
+    };
+    let after = live_files(table_dir).await.map_err(|e| e.to_string())?;
+    let rows_after: u64 = after.iter().map(|f| f.rows.unwrap_or(0)).sum();
+    if rows_after != config.rows as u64 {
+        return Err(format!(
+            "the compacted table holds {rows_after} rows, not {}",
+            config.rows
+        ));
+    }
+    Ok(side)
 }
 
 /// The run of median time (of an even count, the faster of the middle two), with every run's

@@ -182,90 +182,13 @@ pub fn run(config: &LayoutsConfig, progress: &dyn Progress) -> Result<LayoutsRep
     let threads = config.threads.max(1);
     let mut layouts = Vec::new();
     for &rows_per_file in &config.layouts {
-        let dir = layout_dir(&config.dir, rows_per_file);
-        let files = config.rows.div_ceil(rows_per_file.max(1));
-        let mut write_s = f64::INFINITY;
-        for rep in 0..config.reps {
-            progress.step(
-                &format!(
-                    "{rows_per_file} rows/file: write {}/{}",
-                    rep + 1,
-                    config.reps
-                ),
-                files as u64,
-            );
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            let started = Instant::now();
-            write_layout(&data, rows_per_file, &dir, progress)?;
-            write_s = write_s.min(started.elapsed().as_secs_f64());
-        }
-        let paths = list_parquet(&dir)?;
-        let bytes = paths
-            .iter()
-            .map(|p| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .sum();
-        let footer_bytes = paths
-            .iter()
-            .map(|p| sluice_sinks::lake::footer_bytes(p).map_err(|e| e.to_string()))
-            .collect::<Result<Vec<u64>>>()?
-            .iter()
-            .sum();
-        let meta_open_s = best(
-            config.reps,
-            progress,
-            &format!("{rows_per_file} rows/file: metadata"),
-            paths.len(),
-            || {
-                for path in &paths {
-                    let file = File::open(path).map_err(|e| e.to_string())?;
-                    ParquetMetaDataReader::new()
-                        .parse_and_finish(&file)
-                        .map_err(|e| e.to_string())?;
-                    progress.advance(1);
-                }
-                Ok(())
-            },
-        )?;
-        let scan_1_thread_s = best(
-            config.reps,
-            progress,
-            &format!("{rows_per_file} rows/file: scan, 1 thread"),
-            paths.len(),
-            || scan(&paths, 1, progress).map(|_| ()),
-        )?;
-        let scan_threads_s = best(
-            config.reps,
-            progress,
-            &format!("{rows_per_file} rows/file: scan, {threads} threads"),
-            paths.len(),
-            || scan(&paths, threads, progress).map(|_| ()),
-        )?;
-        let mut answer = (0, 0.0, 0);
-        let query_s = best(
-            config.reps,
-            progress,
-            &format!("{rows_per_file} rows/file: query"),
-            paths.len(),
-            || {
-                answer = query(&paths, progress)?;
-                Ok(())
-            },
-        )?;
-        layouts.push(LayoutResult {
+        layouts.push(measure_layout(
+            config,
+            &data,
             rows_per_file,
-            files: paths.len(),
-            bytes,
-            footer_bytes,
-            footer_share: footer_bytes as f64 / bytes.max(1) as f64,
-            write_s,
-            meta_open_s,
-            scan_1_thread_s,
-            scan_threads_s,
-            query_s,
-            query_rows: answer.0,
-            row_groups_pruned: answer.2,
-        });
+            threads,
+            progress,
+        )?);
     }
 
     let tiny = config.layouts.iter().copied().min();
@@ -281,17 +204,7 @@ pub fn run(config: &LayoutsConfig, progress: &dyn Progress) -> Result<LayoutsRep
         _ => None,
     };
     let merge = merge_costs(config, progress)?;
-    let ratios = match (layouts.first(), layouts.last()) {
-        (Some(t), Some(b)) if layouts.len() > 1 => Some(Ratios {
-            bytes: t.bytes as f64 / b.bytes.max(1) as f64,
-            scan: t.scan_threads_s / b.scan_threads_s,
-            scan_1_thread: t.scan_1_thread_s / b.scan_1_thread_s,
-            query: t.query_s / b.query_s,
-            write: t.write_s / b.write_s,
-            meta_open: t.meta_open_s / b.meta_open_s,
-        }),
-        _ => None,
-    };
+    let ratios = ratios(&layouts);
     Ok(LayoutsReport {
         rows: config.rows,
         raw_bytes,
@@ -302,6 +215,140 @@ pub fn run(config: &LayoutsConfig, progress: &dyn Progress) -> Result<LayoutsRep
         merge,
         ratios,
     })
+}
+
+/// Writes `data` as files of `rows_per_file` rows and measures that layout: its bytes and
+/// footers, then the best times to write it, read its metadata, scan it on one thread and on
+/// `threads`, and run the selective query.
+fn measure_layout(
+    config: &LayoutsConfig,
+    data: &RecordBatch,
+    rows_per_file: usize,
+    threads: usize,
+    progress: &dyn Progress,
+) -> Result<LayoutResult> {
+    let dir = layout_dir(&config.dir, rows_per_file);
+    let write_s = time_writes(config, data, rows_per_file, &dir, progress)?;
+    let paths = list_parquet(&dir)?;
+    let bytes = paths
+        .iter()
+        .map(|p| fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let footer_bytes = paths
+        .iter()
+        .map(|p| sluice_sinks::lake::footer_bytes(p).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<u64>>>()?
+        .iter()
+        .sum();
+    let meta_open_s = time_metadata(config, &paths, rows_per_file, progress)?;
+    let scan_1_thread_s = best(
+        config.reps,
+        progress,
+        &format!("{rows_per_file} rows/file: scan, 1 thread"),
+        paths.len(),
+        || scan(&paths, 1, progress).map(|_| ()),
+    )?;
+    let scan_threads_s = best(
+        config.reps,
+        progress,
+        &format!("{rows_per_file} rows/file: scan, {threads} threads"),
+        paths.len(),
+        || scan(&paths, threads, progress).map(|_| ()),
+    )?;
+    let mut answer = (0, 0.0, 0);
+    let query_s = best(
+        config.reps,
+        progress,
+        &format!("{rows_per_file} rows/file: query"),
+        paths.len(),
+        || {
+            answer = query(&paths, progress)?;
+            Ok(())
+        },
+    )?;
+    Ok(LayoutResult {
+        rows_per_file,
+        files: paths.len(),
+        bytes,
+        footer_bytes,
+        footer_share: footer_bytes as f64 / bytes.max(1) as f64,
+        write_s,
+        meta_open_s,
+        scan_1_thread_s,
+        scan_threads_s,
+        query_s,
+        query_rows: answer.0,
+        row_groups_pruned: answer.2,
+    })
+}
+
+/// Writes the layout into `dir` `config.reps` times, each time into an emptied folder, and
+/// returns the best time. The last run's files stay.
+fn time_writes(
+    config: &LayoutsConfig,
+    data: &RecordBatch,
+    rows_per_file: usize,
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<f64> {
+    let files = config.rows.div_ceil(rows_per_file.max(1));
+    let mut write_s = f64::INFINITY;
+    for rep in 0..config.reps {
+        progress.step(
+            &format!(
+                "{rows_per_file} rows/file: write {}/{}",
+                rep + 1,
+                config.reps
+            ),
+            files as u64,
+        );
+        let _ = fs::remove_dir_all(dir);
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        write_layout(data, rows_per_file, dir, progress)?;
+        write_s = write_s.min(started.elapsed().as_secs_f64());
+    }
+    Ok(write_s)
+}
+
+/// The best time to open every file of the layout and read its metadata.
+fn time_metadata(
+    config: &LayoutsConfig,
+    paths: &[PathBuf],
+    rows_per_file: usize,
+    progress: &dyn Progress,
+) -> Result<f64> {
+    best(
+        config.reps,
+        progress,
+        &format!("{rows_per_file} rows/file: metadata"),
+        paths.len(),
+        || {
+            for path in paths {
+                let file = File::open(path).map_err(|e| e.to_string())?;
+                ParquetMetaDataReader::new()
+                    .parse_and_finish(&file)
+                    .map_err(|e| e.to_string())?;
+                progress.advance(1);
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The first layout's figures over the last one's, when there are at least two layouts.
+fn ratios(layouts: &[LayoutResult]) -> Option<Ratios> {
+    match (layouts.first(), layouts.last()) {
+        (Some(t), Some(b)) if layouts.len() > 1 => Some(Ratios {
+            bytes: t.bytes as f64 / b.bytes.max(1) as f64,
+            scan: t.scan_threads_s / b.scan_threads_s,
+            scan_1_thread: t.scan_1_thread_s / b.scan_1_thread_s,
+            query: t.query_s / b.query_s,
+            write: t.write_s / b.write_s,
+            meta_open: t.meta_open_s / b.meta_open_s,
+        }),
+        _ => None,
+    }
 }
 
 fn layout_dir(root: &Path, rows_per_file: usize) -> PathBuf {

@@ -204,6 +204,8 @@ pub async fn run(
     Ok(report(&config, results, elapsed, record_ids))
 }
 
+/// One producer: sends inserts on its own connection until the run is over or `progress.stop`
+/// is set, and returns what it counted.
 async fn produce(
     config: &LoadConfig,
     producer: usize,
@@ -215,32 +217,15 @@ async fn produce(
     let mut result = ProducerResult::default();
     let mut events = EventGen::new(config.seed.wrapping_add(producer as u64));
     let mut conn: Option<SendRequest<Full<Bytes>>> = None;
-    let mut ticker = config.rate.map(|rate| {
-        let per_producer = rate / config.producers as f64;
-        let period = Duration::from_secs_f64(config.rows_per_insert as f64 / per_producer);
-        let mut ticker = tokio::time::interval(period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker
-    });
+    let mut ticker = producer_ticker(config);
     let path = request_path(config);
     let mut body = Vec::with_capacity(config.rows_per_insert * 256);
     loop {
         if progress.stop.load(Ordering::Relaxed) {
             break;
         }
-        let (first, rows) = match config.stop {
-            Stop::After(limit) if started.elapsed() >= limit => break,
-            Stop::After(_) => (
-                next_id.fetch_add(config.rows_per_insert as u64, Ordering::Relaxed),
-                config.rows_per_insert as u64,
-            ),
-            Stop::Rows(total) => {
-                let first = next_id.fetch_add(config.rows_per_insert as u64, Ordering::Relaxed);
-                if first >= total {
-                    break;
-                }
-                (first, (config.rows_per_insert as u64).min(total - first))
-            }
+        let Some((first, rows)) = claim_rows(config, next_id, started) else {
+            break;
         };
         if let Some(ticker) = ticker.as_mut() {
             ticker.tick().await;
@@ -252,51 +237,105 @@ async fn produce(
                 .write_ndjson(config.id_offset + first + i, &mut body);
         }
         let payload = Bytes::copy_from_slice(&body);
-        let sent_at = Instant::now();
-        loop {
-            progress
-                .bytes_sent
-                .fetch_add(payload.len() as u64, Ordering::Relaxed);
-            match send(config, &mut conn, &path, payload.clone()).await {
-                Ok((StatusCode::OK, _)) => {
-                    let us = sent_at.elapsed().as_micros().min(u32::MAX as u128) as u32;
-                    result.latencies_us.push(us);
-                    result.rows += rows;
-                    result.inserts += 1;
-                    progress.rows_acked.fetch_add(rows, Ordering::Relaxed);
-                    if record_ids {
-                        let start = config.id_offset + first;
-                        result.acked.push((start, start + rows));
-                    }
-                    break;
-                }
-                Ok((StatusCode::SERVICE_UNAVAILABLE, Some(reason))) if reason == "overloaded" => {
-                    result.retries += 1;
-                    if progress.stop.load(Ordering::Relaxed) {
-                        // Never accepted: nothing to account for.
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Ok((status, _)) => {
-                    *result
-                        .errors
-                        .entry(status.as_u16().to_string())
-                        .or_default() += 1;
-                    progress.errors.fetch_add(1, Ordering::Relaxed);
-                    break;
-                }
-                Err(()) => {
-                    conn = None;
-                    *result.errors.entry("connection".into()).or_default() += 1;
-                    progress.errors.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    break;
-                }
-            }
+        let acked = deliver(
+            config,
+            &mut conn,
+            &path,
+            payload,
+            rows,
+            progress,
+            &mut result,
+        )
+        .await;
+        if acked && record_ids {
+            let start = config.id_offset + first;
+            result.acked.push((start, start + rows));
         }
     }
     result
+}
+
+/// The ticker that paces one producer at its share of the target rate, when there is one.
+fn producer_ticker(config: &LoadConfig) -> Option<tokio::time::Interval> {
+    config.rate.map(|rate| {
+        let per_producer = rate / config.producers as f64;
+        let period = Duration::from_secs_f64(config.rows_per_insert as f64 / per_producer);
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker
+    })
+}
+
+/// Claims the ids of the next insert: its first id (before `id_offset`) and its row count, or
+/// `None` when the run is over.
+fn claim_rows(config: &LoadConfig, next_id: &AtomicU64, started: Instant) -> Option<(u64, u64)> {
+    match config.stop {
+        Stop::After(limit) if started.elapsed() >= limit => None,
+        Stop::After(_) => Some((
+            next_id.fetch_add(config.rows_per_insert as u64, Ordering::Relaxed),
+            config.rows_per_insert as u64,
+        )),
+        Stop::Rows(total) => {
+            let first = next_id.fetch_add(config.rows_per_insert as u64, Ordering::Relaxed);
+            if first >= total {
+                return None;
+            }
+            Some((first, (config.rows_per_insert as u64).min(total - first)))
+        }
+    }
+}
+
+/// Sends one insert of `rows` rows, resending it after each `overloaded` answer until it gets
+/// another answer or the run is told to stop, and counts the outcome in `result` and
+/// `progress`. Returns whether the insert was acknowledged.
+async fn deliver(
+    config: &LoadConfig,
+    conn: &mut Option<SendRequest<Full<Bytes>>>,
+    path: &str,
+    payload: Bytes,
+    rows: u64,
+    progress: &Progress,
+    result: &mut ProducerResult,
+) -> bool {
+    let sent_at = Instant::now();
+    loop {
+        progress
+            .bytes_sent
+            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        match send(config, conn, path, payload.clone()).await {
+            Ok((StatusCode::OK, _)) => {
+                let us = sent_at.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                result.latencies_us.push(us);
+                result.rows += rows;
+                result.inserts += 1;
+                progress.rows_acked.fetch_add(rows, Ordering::Relaxed);
+                return true;
+            }
+            Ok((StatusCode::SERVICE_UNAVAILABLE, Some(reason))) if reason == "overloaded" => {
+                result.retries += 1;
+                if progress.stop.load(Ordering::Relaxed) {
+                    // Never accepted: nothing to account for.
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok((status, _)) => {
+                *result
+                    .errors
+                    .entry(status.as_u16().to_string())
+                    .or_default() += 1;
+                progress.errors.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            Err(()) => {
+                *conn = None;
+                *result.errors.entry("connection".into()).or_default() += 1;
+                progress.errors.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return false;
+            }
+        }
+    }
 }
 
 fn request_path(config: &LoadConfig) -> String {

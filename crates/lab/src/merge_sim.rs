@@ -104,11 +104,6 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
     let inserts_per_s = config.rate / config.insert_rows.max(1) as f64;
     let inserts = (duration * inserts_per_s + 1e-9).floor() as u64;
     let fan_in = config.fan_in.max(2);
-    let level_rows = |level: usize| {
-        config
-            .insert_rows
-            .saturating_mul(fan_in.saturating_pow(level as u32))
-    };
     // Active parts per level, and how many of them the running merge holds.
     let mut levels: Vec<u64> = vec![0];
     let mut merging: Option<Merge> = None;
@@ -118,26 +113,6 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
     let mut parts_max = 0;
     let mut over_time = Vec::with_capacity(duration.ceil() as usize);
     let mut next_insert = 1u64;
-
-    let start_merge = |now: f64, levels: &mut Vec<u64>, merging: &mut Option<Merge>| {
-        let held = |level: usize, merging: &Option<Merge>| match merging {
-            Some(m) if m.level == level => fan_in,
-            _ => 0,
-        };
-        let eligible = (0..levels.len()).find(|&l| {
-            levels[l] - held(l, merging) >= fan_in && level_rows(l) < config.max_part_rows
-        });
-        if let Some(level) = eligible {
-            let rows = level_rows(level) * fan_in;
-            let cost = config.fixed_cost.as_secs_f64() + config.per_row_cost_s * rows as f64;
-            *merging = Some(Merge {
-                ends: now + cost,
-                level,
-                rows,
-                cost,
-            });
-        }
-    };
 
     loop {
         let insert_at = (next_insert <= inserts).then(|| next_insert as f64 / inserts_per_s);
@@ -154,11 +129,7 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
         }
         if is_merge {
             if let Some(done) = merging.take() {
-                levels[done.level] -= fan_in;
-                if levels.len() <= done.level + 1 {
-                    levels.push(0);
-                }
-                levels[done.level + 1] += 1;
+                finish_merge(&mut levels, done.level, fan_in);
                 active = active - fan_in + 1;
                 merges += 1;
                 rows_merged += done.rows;
@@ -177,7 +148,7 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
             passed_3000 = Some(now);
         }
         if merging.is_none() {
-            start_merge(now, &mut levels, &mut merging);
+            start_merge(config, fan_in, now, &levels, &mut merging);
         }
     }
     while (over_time.len() as f64) < duration.floor() {
@@ -202,6 +173,52 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
         passed_3000_s: passed_3000,
         parts_over_time: over_time,
     }
+}
+
+/// Rows in one part of `level`: an insert's rows times `fan_in` to the power of the level.
+fn level_rows(config: &MergeSimConfig, fan_in: u64, level: usize) -> u64 {
+    config
+        .insert_rows
+        .saturating_mul(fan_in.saturating_pow(level as u32))
+}
+
+/// Starts a merge at `now` on the smallest level with `fan_in` parts not already being merged
+/// and parts below `max_part_rows`. Leaves `merging` as it is when no level qualifies.
+fn start_merge(
+    config: &MergeSimConfig,
+    fan_in: u64,
+    now: f64,
+    levels: &[u64],
+    merging: &mut Option<Merge>,
+) {
+    let held = |level: usize, merging: &Option<Merge>| match merging {
+        Some(m) if m.level == level => fan_in,
+        _ => 0,
+    };
+    let eligible = (0..levels.len()).find(|&l| {
+        levels[l] - held(l, merging) >= fan_in
+            && level_rows(config, fan_in, l) < config.max_part_rows
+    });
+    if let Some(level) = eligible {
+        let rows = level_rows(config, fan_in, level) * fan_in;
+        let cost = config.fixed_cost.as_secs_f64() + config.per_row_cost_s * rows as f64;
+        *merging = Some(Merge {
+            ends: now + cost,
+            level,
+            rows,
+            cost,
+        });
+    }
+}
+
+/// Replaces the `fan_in` parts a finished merge read on `level` with the one part it wrote on
+/// the level above, adding that level when it is new.
+fn finish_merge(levels: &mut Vec<u64>, level: usize, fan_in: u64) {
+    levels[level] -= fan_in;
+    if levels.len() <= level + 1 {
+        levels.push(0);
+    }
+    levels[level + 1] += 1;
 }
 
 mod seconds {

@@ -126,15 +126,7 @@ pub async fn run(
     config: &OverloadConfig,
     mut on_line: impl FnMut(&str),
 ) -> Result<OverloadReport, String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
-    let toml = config.data_dir.join("overload.toml");
-    let text = format!(
-        "max_buffer_bytes = \"{}B\"\nmax_table_share = 1.0\n\n[flush]\nmax_age = \"200ms\"\n\
-         max_bytes = \"{}B\"\n\n[tables.{TABLE}]\npartition_by = \"service\"\ncolumns = {COLUMNS_TOML}\n",
-        config.buffer_bytes,
-        (config.buffer_bytes / 4).max(1),
-    );
-    std::fs::write(&toml, text).map_err(|e| e.to_string())?;
+    let toml = write_server_config(config)?;
     let data = config.data_dir.join("data");
     let mut server =
         ServerProcess::spawn(&config.binary, &data, Some(&toml)).map_err(|e| e.to_string())?;
@@ -144,60 +136,18 @@ pub async fn run(
     let (rss_at_start, _) = memory_of(pid)?;
 
     let progress = Arc::new(Progress::default());
-    let load = LoadConfig {
-        addr: server.addr,
-        table: TABLE.into(),
-        endpoint: Endpoint::Native,
-        producers: config.producers,
-        rows_per_insert: config.rows_per_insert,
-        rate: None,
-        stop: Stop::After(Duration::from_secs(24 * 3600)),
-        ack: "durable".into(),
-        seed: 11,
-        id_offset: 0,
-    };
-    let task = tokio::spawn(load::run(load, progress.clone(), true));
-    let offer = (config.buffer_bytes as f64 * config.factor) as u64;
-    let started = Instant::now();
-    let mut last_note = Instant::now();
-    while progress.bytes_sent.load(Ordering::Relaxed) < offer
-        && started.elapsed() < config.max_outage
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if last_note.elapsed() >= Duration::from_secs(2) {
-            last_note = Instant::now();
-            let (rss, _) = memory_of(pid)?;
-            on_line(&format!(
-                "store down {:>5.1} s: offered {:>6.1} MiB, resident {:>6.1} MiB",
-                started.elapsed().as_secs_f64(),
-                progress.bytes_sent.load(Ordering::Relaxed) as f64 / MIB,
-                rss as f64 / MIB
-            ));
-        }
-    }
-    progress.stop.store(true, Ordering::Relaxed);
-    let offered_bytes = progress.bytes_sent.load(Ordering::Relaxed);
-    let outage_s = started.elapsed().as_secs_f64();
+    let task = tokio::spawn(load::run(
+        load_config(config, server.addr),
+        progress.clone(),
+        true,
+    ));
+    let (offered_bytes, outage_s) = offer(config, &progress, pid, &mut on_line).await?;
     let report = task
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
 
-    // The store comes back.
-    for path in &blockers {
-        std::fs::remove_file(path).map_err(|e| e.to_string())?;
-    }
-    let back = Instant::now();
-    loop {
-        if buffered_rows(server.addr).await? == 0 {
-            break;
-        }
-        if back.elapsed() > Duration::from_secs(300) {
-            return Err("sluice did not drain within 300 s of the store's return".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let drain_s = back.elapsed().as_secs_f64();
+    let drain_s = restore_and_drain(&blockers, server.addr).await?;
     let (_, peak) = memory_of(pid)?;
     on_line(&format!(
         "store back: drained in {drain_s:.1} s; peak resident {:.1} MiB",
@@ -226,6 +176,92 @@ pub async fn run(
         failed_inserts: report.errors.values().sum(),
         audit,
     })
+}
+
+/// Writes the server's configuration (the small buffer and table `overload`, partitioned by
+/// service) into the data directory and returns its path.
+fn write_server_config(config: &OverloadConfig) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
+    let toml = config.data_dir.join("overload.toml");
+    let text = format!(
+        "max_buffer_bytes = \"{}B\"\nmax_table_share = 1.0\n\n[flush]\nmax_age = \"200ms\"\n\
+         max_bytes = \"{}B\"\n\n[tables.{TABLE}]\npartition_by = \"service\"\ncolumns = {COLUMNS_TOML}\n",
+        config.buffer_bytes,
+        (config.buffer_bytes / 4).max(1),
+    );
+    std::fs::write(&toml, text).map_err(|e| e.to_string())?;
+    Ok(toml)
+}
+
+/// The producers' load: `durable` native inserts into table `overload` until told to stop.
+fn load_config(config: &OverloadConfig, addr: std::net::SocketAddr) -> LoadConfig {
+    LoadConfig {
+        addr,
+        table: TABLE.into(),
+        endpoint: Endpoint::Native,
+        producers: config.producers,
+        rows_per_insert: config.rows_per_insert,
+        rate: None,
+        stop: Stop::After(Duration::from_secs(24 * 3600)),
+        ack: "durable".into(),
+        seed: 11,
+        id_offset: 0,
+    }
+}
+
+/// Lets the producers send until they have offered `factor` times the buffer or the longest
+/// outage has passed, noting sluice's resident memory every two seconds, then tells them to
+/// stop. Returns the bytes offered and the seconds the store was down.
+async fn offer(
+    config: &OverloadConfig,
+    progress: &Progress,
+    pid: u32,
+    on_line: &mut impl FnMut(&str),
+) -> Result<(u64, f64), String> {
+    let offer = (config.buffer_bytes as f64 * config.factor) as u64;
+    let started = Instant::now();
+    let mut last_note = Instant::now();
+    while progress.bytes_sent.load(Ordering::Relaxed) < offer
+        && started.elapsed() < config.max_outage
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if last_note.elapsed() >= Duration::from_secs(2) {
+            last_note = Instant::now();
+            let (rss, _) = memory_of(pid)?;
+            on_line(&format!(
+                "store down {:>5.1} s: offered {:>6.1} MiB, resident {:>6.1} MiB",
+                started.elapsed().as_secs_f64(),
+                progress.bytes_sent.load(Ordering::Relaxed) as f64 / MIB,
+                rss as f64 / MIB
+            ));
+        }
+    }
+    progress.stop.store(true, Ordering::Relaxed);
+    let offered_bytes = progress.bytes_sent.load(Ordering::Relaxed);
+    let outage_s = started.elapsed().as_secs_f64();
+    Ok((offered_bytes, outage_s))
+}
+
+/// Brings the store back by removing the blockers, then waits (up to 300 s) until sluice
+/// buffers no rows. Returns the seconds the drain took.
+async fn restore_and_drain(
+    blockers: &[PathBuf],
+    addr: std::net::SocketAddr,
+) -> Result<f64, String> {
+    for path in blockers {
+        std::fs::remove_file(path).map_err(|e| e.to_string())?;
+    }
+    let back = Instant::now();
+    loop {
+        if buffered_rows(addr).await? == 0 {
+            break;
+        }
+        if back.elapsed() > Duration::from_secs(300) {
+            return Err("sluice did not drain within 300 s of the store's return".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(back.elapsed().as_secs_f64())
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
