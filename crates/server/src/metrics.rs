@@ -59,6 +59,7 @@ pub fn install() -> PrometheusHandle {
         .clone()
 }
 
+// Long because: a table of every metric's description, one call each.
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(names::ROWS_RECEIVED, "Rows accepted into buffers");

@@ -226,72 +226,15 @@ impl Wal {
         min_next_lsn: u64,
     ) -> Result<(Wal, Replay, Recovered), WalError> {
         let dir = config.dir.clone();
-        storage
-            .create_dir_all(&dir)
-            .map_err(|e| WalError::io(format!("cannot create {}", dir.display()), e))?;
-        let mut names: Vec<(u64, String)> = storage
-            .list(&dir)
-            .map_err(|e| WalError::io(format!("cannot list {}", dir.display()), e))?
-            .into_iter()
-            .filter_map(|name| parse_segment_name(&name).map(|first| (first, name)))
-            .collect();
-        names.sort();
-
-        let mut recovered = Recovered {
-            segments: names.len(),
-            ..Recovered::default()
-        };
-        let mut kept: Vec<(u64, PathBuf, usize)> = Vec::new();
-        let mut recovered_lsns: Vec<u64> = Vec::new();
-        let mut last = 0u64;
-        for (i, (first, name)) in names.iter().enumerate() {
-            let path = dir.join(name);
-            let newest = i + 1 == names.len();
-            let bytes = storage
-                .read(&path)
-                .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
-            let scan = recovery::scan(&bytes, config.recovery, last, |lsn, _| {
-                recovered_lsns.push(lsn);
-            });
-            recovered.frames += scan.frames;
-            for problem in &scan.skipped {
-                tracing::error!(segment = %path.display(), offset = problem.offset, reason = problem.reason, "skipped a corrupt WAL frame");
-                recovered.skipped.push((path.clone(), problem.clone()));
-            }
-            if let Some(problem) = scan.end_problem {
-                let tolerable = newest && config.recovery != RecoveryMode::Strict;
-                if !tolerable {
-                    return Err(WalError::Corrupt {
-                        segment: path,
-                        offset: problem.offset,
-                        reason: problem.reason,
-                        mode: config.recovery,
-                    });
-                }
-                let cut = bytes.len() - scan.valid_len;
-                tracing::warn!(segment = %path.display(), offset = problem.offset, reason = problem.reason, bytes = cut, "cutting the torn tail of the WAL");
-                recovered.cut_tail = Some((path.clone(), problem, cut as u64));
-            }
-            if let Some(lsn) = scan.last_lsn {
-                last = lsn;
-            }
-            if scan.valid_len < SEGMENT_HEADER_LEN {
-                // Only the newest segment gets here (anything else was refused above): its header
-                // never made it to disk, so it holds nothing. A fresh segment replaces it.
-                storage
-                    .remove(&path)
-                    .map_err(|e| WalError::io(format!("cannot remove {}", path.display()), e))?;
-                continue;
-            }
-            kept.push((*first, path, scan.valid_len));
-        }
-        recovered.last_lsn = (last > 0).then_some(last);
-        let mut reservation = Reservation::open(storage.clone(), &dir, config.reserve_block)?;
-        let next_lsn = (last + 1)
-            .max(min_next_lsn)
-            .max(reservation.reserved())
-            .max(1);
-        reservation.cover(next_lsn)?;
+        let names = list_segments(storage.as_ref(), &dir)?;
+        let Scanned {
+            recovered,
+            mut kept,
+            recovered_lsns,
+            last,
+        } = recover_segments(&config, storage.as_ref(), &dir, &names)?;
+        let (reservation, next_lsn) =
+            reserve_next_lsn(&storage, &dir, config.reserve_block, last, min_next_lsn)?;
 
         // A frame of a torn tail that was cut never reaches replay: keep only what replay sees.
         let outstanding: BTreeSet<u64> = recovered_lsns
@@ -304,44 +247,41 @@ impl Wal {
             mode: config.recovery,
         };
 
-        // The newest segment takes new frames unless it is missing or unusable.
-        let active = match kept.last() {
-            Some((_, path, valid_len)) => {
-                let file = storage
-                    .open_append(path, *valid_len as u64)
-                    .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
-                Active {
-                    file,
-                    len: *valid_len as u64,
-                }
-            }
-            _ => {
-                let (file, path) = create_segment(storage.as_ref(), &dir, next_lsn)?;
-                kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
-                Active {
-                    file,
-                    len: SEGMENT_HEADER_LEN as u64,
-                }
-            }
-        };
+        let active = open_active(storage.as_ref(), &dir, &mut kept, next_lsn)?;
         let segments: VecDeque<(u64, PathBuf)> = kept
             .into_iter()
             .map(|(first, path, _)| (first, path))
             .collect();
 
+        let queue = Queue {
+            next_lsn,
+            buf: Vec::new(),
+            frames: 0,
+            group_first: 0,
+            group_last: 0,
+            group: Arc::new(Completion::default()),
+            poisoned: None,
+            closing: false,
+            outstanding,
+            reservation,
+        };
+        let segment_bytes = config.segment_bytes.max(SEGMENT_HEADER_LEN as u64 + 1);
+        let wal = Wal::start(queue, storage, dir, segment_bytes, active, segments)?;
+        Ok((wal, replay, recovered))
+    }
+
+    /// Wraps `queue` in the shared state and starts the writer thread, which appends to
+    /// `active` and knows every segment on disk.
+    fn start(
+        queue: Queue,
+        storage: Arc<dyn Storage>,
+        dir: PathBuf,
+        segment_bytes: u64,
+        active: Active,
+        segments: VecDeque<(u64, PathBuf)>,
+    ) -> Result<Wal, WalError> {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                next_lsn,
-                buf: Vec::new(),
-                frames: 0,
-                group_first: 0,
-                group_last: 0,
-                group: Arc::new(Completion::default()),
-                poisoned: None,
-                closing: false,
-                outstanding,
-                reservation,
-            }),
+            queue: Mutex::new(queue),
             wake: Condvar::new(),
             stats: WalStats::default(),
         });
@@ -349,7 +289,7 @@ impl Wal {
             shared: shared.clone(),
             storage,
             dir,
-            segment_bytes: config.segment_bytes.max(SEGMENT_HEADER_LEN as u64 + 1),
+            segment_bytes,
             active,
             segments,
         };
@@ -357,14 +297,10 @@ impl Wal {
             .name("sluice-wal".into())
             .spawn(move || writer.run())
             .map_err(|e| WalError::io("cannot start the WAL thread".into(), e))?;
-        Ok((
-            Wal {
-                shared,
-                thread: Mutex::new(Some(thread)),
-            },
-            replay,
-            recovered,
-        ))
+        Ok(Wal {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// Queues `payload` as a frame with the next LSN. Returns at once; await
@@ -568,6 +504,147 @@ impl Writer {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot fsync the WAL folder after deleting segments");
         }
     }
+}
+
+/// What the scan of the segments at open found.
+struct Scanned {
+    /// The report of recovery.
+    recovered: Recovered,
+    /// The segments to keep, oldest first: first LSN, path and valid length.
+    kept: Vec<(u64, PathBuf, usize)>,
+    /// The LSN of every valid frame seen, torn tail included.
+    recovered_lsns: Vec<u64>,
+    /// The highest LSN that replay will see, or 0.
+    last: u64,
+}
+
+/// Creates the log's folder if needed and lists its segments, sorted by first LSN.
+fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<(u64, String)>, WalError> {
+    storage
+        .create_dir_all(dir)
+        .map_err(|e| WalError::io(format!("cannot create {}", dir.display()), e))?;
+    let mut names: Vec<(u64, String)> = storage
+        .list(dir)
+        .map_err(|e| WalError::io(format!("cannot list {}", dir.display()), e))?
+        .into_iter()
+        .filter_map(|name| parse_segment_name(&name).map(|first| (first, name)))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Scans every segment in order, refuses corruption by the recovery mode, cuts a torn tail of
+/// the newest segment and removes a newest segment whose header never reached the disk.
+fn recover_segments(
+    config: &WalConfig,
+    storage: &dyn Storage,
+    dir: &Path,
+    names: &[(u64, String)],
+) -> Result<Scanned, WalError> {
+    let mut recovered = Recovered {
+        segments: names.len(),
+        ..Recovered::default()
+    };
+    let mut kept: Vec<(u64, PathBuf, usize)> = Vec::new();
+    let mut recovered_lsns: Vec<u64> = Vec::new();
+    let mut last = 0u64;
+    for (i, (first, name)) in names.iter().enumerate() {
+        let path = dir.join(name);
+        let newest = i + 1 == names.len();
+        let bytes = storage
+            .read(&path)
+            .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
+        let scan = recovery::scan(&bytes, config.recovery, last, |lsn, _| {
+            recovered_lsns.push(lsn);
+        });
+        recovered.frames += scan.frames;
+        for problem in &scan.skipped {
+            tracing::error!(segment = %path.display(), offset = problem.offset, reason = problem.reason, "skipped a corrupt WAL frame");
+            recovered.skipped.push((path.clone(), problem.clone()));
+        }
+        if let Some(problem) = scan.end_problem {
+            let tolerable = newest && config.recovery != RecoveryMode::Strict;
+            if !tolerable {
+                return Err(WalError::Corrupt {
+                    segment: path,
+                    offset: problem.offset,
+                    reason: problem.reason,
+                    mode: config.recovery,
+                });
+            }
+            let cut = bytes.len() - scan.valid_len;
+            tracing::warn!(segment = %path.display(), offset = problem.offset, reason = problem.reason, bytes = cut, "cutting the torn tail of the WAL");
+            recovered.cut_tail = Some((path.clone(), problem, cut as u64));
+        }
+        if let Some(lsn) = scan.last_lsn {
+            last = lsn;
+        }
+        if scan.valid_len < SEGMENT_HEADER_LEN {
+            // Only the newest segment gets here (anything else was refused above): its header
+            // never made it to disk, so it holds nothing. A fresh segment replaces it.
+            storage
+                .remove(&path)
+                .map_err(|e| WalError::io(format!("cannot remove {}", path.display()), e))?;
+            continue;
+        }
+        kept.push((*first, path, scan.valid_len));
+    }
+    recovered.last_lsn = (last > 0).then_some(last);
+    Ok(Scanned {
+        recovered,
+        kept,
+        recovered_lsns,
+        last,
+    })
+}
+
+/// Reads the reservation, decides the first new LSN (above `last`, `min_next_lsn` and the
+/// reservation) and moves the reservation to cover it.
+fn reserve_next_lsn(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    reserve_block: u64,
+    last: u64,
+    min_next_lsn: u64,
+) -> Result<(Reservation, u64), WalError> {
+    let mut reservation = Reservation::open(storage.clone(), dir, reserve_block)?;
+    let next_lsn = (last + 1)
+        .max(min_next_lsn)
+        .max(reservation.reserved())
+        .max(1);
+    reservation.cover(next_lsn)?;
+    Ok((reservation, next_lsn))
+}
+
+/// Reopens the newest kept segment at its valid end for appending, or, when none is kept,
+/// creates a fresh segment starting at `next_lsn` and adds it to `kept`.
+fn open_active(
+    storage: &dyn Storage,
+    dir: &Path,
+    kept: &mut Vec<(u64, PathBuf, usize)>,
+    next_lsn: u64,
+) -> Result<Active, WalError> {
+    // The newest segment takes new frames unless it is missing or unusable.
+    let active = match kept.last() {
+        Some((_, path, valid_len)) => {
+            let file = storage
+                .open_append(path, *valid_len as u64)
+                .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
+            Active {
+                file,
+                len: *valid_len as u64,
+            }
+        }
+        _ => {
+            let (file, path) = create_segment(storage, dir, next_lsn)?;
+            kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
+            Active {
+                file,
+                len: SEGMENT_HEADER_LEN as u64,
+            }
+        }
+    };
+    Ok(active)
 }
 
 /// Creates a segment named for `first_lsn`, writes its header and makes both durable.

@@ -4,11 +4,12 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use sluice_core::name::printable;
 use sluice_core::{DecodeOptions, JsonDialect};
 use sluice_pipeline::{AckMode, Admission, Insert};
 
-use super::query::{QueryError, parse_insert};
+use super::query::{InsertQuery, QueryError, parse_insert};
 use crate::AppState;
 use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
@@ -57,15 +58,42 @@ async fn run_insert(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<u64, ApiError> {
-    let param = |name: &str| {
-        params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    refuse_native_compression(params)?;
+    let (query, rows) = read_query_and_rows(state, params, headers, body).await?;
+    state.access.check(&query.table, headers, params)?;
+    check_rows(
+        &rows,
+        state.limits.max_rows_per_insert,
+        JsonDialect::ClickHouse,
+    )?;
+    let settings = insert_settings(&query, params)?;
+    let inserted = state
+        .pipeline
+        .insert_ndjson(Insert {
+            table: &query.table,
+            body: &rows,
+            options: settings.options,
+            ack: settings.ack,
+            admission: Admission::Refuse,
+            max_partitions: settings.max_partitions,
+        })
+        .await?;
+    Ok(inserted.rows)
+}
+
+/// The value of the URL parameter `name`; the last one wins when it is given more than once.
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Refuses `compress=1` and `decompress=1`: ClickHouse's native block compression.
+fn refuse_native_compression(params: &[(String, String)]) -> Result<(), ApiError> {
     for native in ["compress", "decompress"] {
-        if param(native).is_some_and(|v| v == "1") {
+        if param(params, native).is_some_and(|v| v == "1") {
             return Err(ApiError::new(
                 Kind::BadRequest,
                 format!(
@@ -75,14 +103,26 @@ async fn run_insert(
             ));
         }
     }
+    Ok(())
+}
+
+/// Reads the body and parses the query, from the URL or from the start of the body, and
+/// returns it with the rows: any rows written inline after the query's format name come
+/// first, then the body.
+async fn read_query_and_rows(
+    state: &AppState,
+    params: &[(String, String)],
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(InsertQuery, Bytes), ApiError> {
     // With the query in the URL, credentials are checked before the body is read.
-    if let Some(text) = param("query")
+    if let Some(text) = param(params, "query")
         && let Ok(query) = parse_insert(text.as_bytes())
     {
         state.access.check(&query.table, headers, params)?;
     }
     let body = read_body(headers, body, &state.limits).await?;
-    let (query, rows) = match param("query") {
+    let (query, rows) = match param(params, "query") {
         Some(text) => {
             let query = parse_insert(text.as_bytes()).map_err(query_error)?;
             let inline = text[query.data_offset..].trim();
@@ -103,12 +143,25 @@ async fn run_insert(
             (query, rows)
         }
     };
-    state.access.check(&query.table, headers, params)?;
-    check_rows(
-        &rows,
-        state.limits.max_rows_per_insert,
-        JsonDialect::ClickHouse,
-    )?;
+    Ok((query, rows))
+}
+
+/// What an insert's settings ask for.
+struct InsertSettings {
+    /// When the insert is acknowledged.
+    ack: AckMode,
+    /// How its rows are decoded.
+    options: DecodeOptions,
+    /// The insert's own limit on partitions, if it sets one.
+    max_partitions: Option<usize>,
+}
+
+/// Reads the ack mode, the decode options and the partition limit from the query's SETTINGS
+/// clause and the URL parameters.
+fn insert_settings(
+    query: &InsertQuery,
+    params: &[(String, String)],
+) -> Result<InsertSettings, ApiError> {
     // URL parameters are settings too; the query's SETTINGS clause overrides them.
     let setting = |name: &str| {
         query
@@ -117,7 +170,7 @@ async fn run_insert(
             .rev()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
-            .or_else(|| param(name))
+            .or_else(|| param(params, name))
     };
     let truthy = |v: &str| matches!(v, "1" | "true" | "True" | "TRUE");
     let ack = match setting("sluice_ack") {
@@ -146,18 +199,11 @@ async fn run_insert(
             })
         })
         .transpose()?;
-    let inserted = state
-        .pipeline
-        .insert_ndjson(Insert {
-            table: &query.table,
-            body: &rows,
-            options,
-            ack,
-            admission: Admission::Refuse,
-            max_partitions,
-        })
-        .await?;
-    Ok(inserted.rows)
+    Ok(InsertSettings {
+        ack,
+        options,
+        max_partitions,
+    })
 }
 
 fn query_error(error: QueryError) -> ApiError {

@@ -237,17 +237,51 @@ fn is_word(token: &Option<Token>, keyword: &str) -> bool {
 /// Parses an INSERT from the start of `text`.
 pub fn parse_insert(text: &[u8]) -> Result<InsertQuery, QueryError> {
     let mut lx = Lexer { text, pos: 0 };
-    match lx.next()? {
-        Some(Token::Word(w)) if w.eq_ignore_ascii_case("INSERT") => {}
-        Some(Token::Word(w)) => return Err(QueryError::NotInsert(w.to_ascii_uppercase())),
-        other => {
-            return Err(QueryError::Syntax(format!(
-                "expected INSERT, found {}",
-                describe(other.as_ref())
-            )));
-        }
-    }
+    expect_insert(&mut lx)?;
     lx.expect_word("INTO")?;
+    let mut name = table_name(&mut lx)?;
+    let mut database = None;
+    let mut token = lx.next()?;
+    if token == Some(Token::Punct(b'.')) {
+        database = Some(name);
+        name = lx.identifier("a table name after the database")?;
+        token = lx.next()?;
+    }
+    let mut columns = None;
+    if token == Some(Token::Punct(b'(')) {
+        columns = Some(column_list(&mut lx)?);
+        token = lx.next()?;
+    }
+    let mut settings = Vec::new();
+    if is_word(&token, "SETTINGS") {
+        settings = settings_clause(&mut lx)?;
+        token = lx.next()?;
+    }
+    let format = format_name(&mut lx, token)?;
+    Ok(InsertQuery {
+        database,
+        table: name,
+        columns,
+        settings,
+        format,
+        data_offset: lx.pos,
+    })
+}
+
+/// Reads the statement's first word, which must be INSERT.
+fn expect_insert(lx: &mut Lexer<'_>) -> Result<(), QueryError> {
+    match lx.next()? {
+        Some(Token::Word(w)) if w.eq_ignore_ascii_case("INSERT") => Ok(()),
+        Some(Token::Word(w)) => Err(QueryError::NotInsert(w.to_ascii_uppercase())),
+        other => Err(QueryError::Syntax(format!(
+            "expected INSERT, found {}",
+            describe(other.as_ref())
+        ))),
+    }
+}
+
+/// Reads the name after INTO, skipping an optional TABLE keyword.
+fn table_name(lx: &mut Lexer<'_>) -> Result<String, QueryError> {
     let mut name = lx.identifier("a table name")?;
     if name.eq_ignore_ascii_case("TABLE") {
         // `INSERT INTO TABLE t` or a table called `table`: a name follows only in the first case.
@@ -264,54 +298,56 @@ pub fn parse_insert(text: &[u8]) -> Result<InsertQuery, QueryError> {
             _ => lx.pos = save,
         }
     }
-    let mut database = None;
-    let mut token = lx.next()?;
-    if token == Some(Token::Punct(b'.')) {
-        database = Some(name);
-        name = lx.identifier("a table name after the database")?;
-        token = lx.next()?;
-    }
-    let mut columns = None;
-    if token == Some(Token::Punct(b'(')) {
-        let mut list = Vec::new();
-        loop {
-            list.push(lx.identifier("a column name")?);
-            match lx.next()? {
-                Some(Token::Punct(b',')) => continue,
-                Some(Token::Punct(b')')) => break,
-                other => {
-                    return Err(QueryError::Syntax(format!(
-                        "expected ',' or ')' in the column list, found {}",
-                        describe(other.as_ref())
-                    )));
-                }
+    Ok(name)
+}
+
+/// Reads a column list up to its closing parenthesis; the opening one was already read.
+fn column_list(lx: &mut Lexer<'_>) -> Result<Vec<String>, QueryError> {
+    let mut list = Vec::new();
+    loop {
+        list.push(lx.identifier("a column name")?);
+        match lx.next()? {
+            Some(Token::Punct(b',')) => continue,
+            Some(Token::Punct(b')')) => break,
+            other => {
+                return Err(QueryError::Syntax(format!(
+                    "expected ',' or ')' in the column list, found {}",
+                    describe(other.as_ref())
+                )));
             }
         }
-        columns = Some(list);
-        token = lx.next()?;
     }
+    Ok(list)
+}
+
+/// Reads the `k = v, ...` pairs after SETTINGS, in order, and stops before the first token
+/// that does not continue the list.
+fn settings_clause(lx: &mut Lexer<'_>) -> Result<Vec<(String, String)>, QueryError> {
     let mut settings = Vec::new();
-    if is_word(&token, "SETTINGS") {
-        loop {
-            let key = lx.identifier("a setting name")?;
-            match lx.next()? {
-                Some(Token::Punct(b'=')) => {}
-                other => {
-                    return Err(QueryError::Syntax(format!(
-                        "expected '=' after setting {key}, found {}",
-                        describe(other.as_ref())
-                    )));
-                }
-            }
-            settings.push((key, lx.value()?));
-            let save = lx.pos;
-            if lx.next()? != Some(Token::Punct(b',')) {
-                lx.pos = save;
-                break;
+    loop {
+        let key = lx.identifier("a setting name")?;
+        match lx.next()? {
+            Some(Token::Punct(b'=')) => {}
+            other => {
+                return Err(QueryError::Syntax(format!(
+                    "expected '=' after setting {key}, found {}",
+                    describe(other.as_ref())
+                )));
             }
         }
-        token = lx.next()?;
+        settings.push((key, lx.value()?));
+        let save = lx.pos;
+        if lx.next()? != Some(Token::Punct(b',')) {
+            lx.pos = save;
+            break;
+        }
     }
+    Ok(settings)
+}
+
+/// Checks that `token` is FORMAT, then reads the format name, which must be JSONEachRow or one
+/// of its other names.
+fn format_name(lx: &mut Lexer<'_>, token: Option<Token>) -> Result<String, QueryError> {
     if is_word(&token, "VALUES") {
         return Err(QueryError::Format("VALUES".into()));
     }
@@ -331,14 +367,7 @@ pub fn parse_insert(text: &[u8]) -> Result<InsertQuery, QueryError> {
     {
         return Err(QueryError::Format(format));
     }
-    Ok(InsertQuery {
-        database,
-        table: name,
-        columns,
-        settings,
-        format,
-        data_offset: lx.pos,
-    })
+    Ok(format)
 }
 
 #[cfg(test)]
