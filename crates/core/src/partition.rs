@@ -203,6 +203,8 @@ impl PartitionSpec {
         })
     }
 
+    // Long because: one match over the source column's Arrow type, an arm per partition
+    // transform, each with its own checks on the values.
     fn keys(
         &self,
         column: &dyn Array,

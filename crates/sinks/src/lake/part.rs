@@ -189,6 +189,8 @@ fn encode<W: Write + Send>(
 /// on the file's last chunks, the largest of which can take a thread alone for a while (a
 /// million unique strings). Merging many files, a core stood idle at the end of each file's
 /// encoding while the next merge waited for it to finish.
+// Long because: the worker threads, their shared queue and the in-order assembly of row
+// groups live in one thread scope and share its borrows.
 fn encode_columns_in_parallel<W: Write + Send>(
     writer: ArrowWriter<W>,
     batches: &[RecordBatch],

@@ -171,6 +171,8 @@ where
 {
     /// Encodes every piece (`first` being piece 0, already read) through `writer` and closes
     /// it: the footer and each column's counts, or `None` when a piece has another layout.
+    // Long because: the reading threads, the column encoders and the file writer live in
+    // one thread scope and share its borrows.
     fn encode<W: Write + Send>(
         &self,
         writer: ArrowWriter<W>,

@@ -276,6 +276,8 @@ impl PostgresSink {
     }
 
     /// A flush's transaction on `client`.
+    // Long because: one transaction, in order: lock timeout, ledger check, COPY, ledger
+    // update, commit, each failure classified where it happens.
     async fn write_on(
         &self,
         client: &mut Object,
