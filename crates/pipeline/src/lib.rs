@@ -11,6 +11,7 @@
 //! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).
 //! - `dead.rs`: batches a store refused for good, kept as NDJSON.
 //! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
+//! - `clock.rs`: the time now, on tokio's clock, which tests pause and move on.
 //!
 //! Architecture invariants: the pipeline knows no HTTP types; an insert is answered `committed`
 //! only after the sink returned `Ok` for every partition piece of it, and `durable` only after its
@@ -19,6 +20,7 @@
 //! released only when they land (or are refused for good), never to make room.
 
 mod ack;
+mod clock;
 mod config;
 mod dead;
 mod error;

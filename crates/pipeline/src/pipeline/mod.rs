@@ -23,7 +23,6 @@ mod start;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use metrics::Counter;
@@ -508,7 +507,7 @@ impl Pipeline {
         let msg = InsertMsg {
             pieces,
             seq,
-            arrived: Instant::now(),
+            arrived: crate::clock::now(),
             waiter,
             durable: durable.clone(),
             frame,

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::RecordBatch;
 
@@ -92,7 +91,7 @@ pub(super) fn replay_frames(
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,
             seq: lsn,
-            arrived: Instant::now(),
+            arrived: crate::clock::now(),
             waiter: None,
             durable: None,
             unfiltered: held.is_none(),

@@ -42,7 +42,7 @@ impl Writer {
         let table = self.table.clone();
         let sink = self.sink.clone();
         let task = tokio::spawn(async move {
-            let started = Instant::now();
+            let started = crate::clock::now();
             let sorted_table = table.clone();
             let batches = tokio::task::spawn_blocking(move || {
                 sorted_table.sort_chunks(&chunks, SORTED_BATCH_ROWS)
@@ -121,7 +121,7 @@ impl Writer {
 
     /// A flush landed: its rows are counted, its waiters and frames told, its memory released.
     fn landed(&mut self, sealed: &Sealed<Token>, landed: &Landed, took: Duration) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         self.instruments.flush_seconds.record(took.as_secs_f64());
         self.instruments.parts.increment(landed.parts);
         self.instruments.rows_written.increment(sealed.rows);
@@ -174,7 +174,7 @@ impl Writer {
             table = %self.table.name(), partition = %key, attempt = self.attempt,
             retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
         );
-        self.retry_at = Some(Instant::now() + delay);
+        self.retry_at = Some(crate::clock::now() + delay);
         self.last_error = Some(error.to_string());
         self.stats.set_error(Some(error.to_string()));
         self.queue.push_front((key, sealed));

@@ -154,7 +154,7 @@ impl Writer {
         let mut draining = false;
         let mut give_up_at: Option<Instant> = None;
         loop {
-            let now = Instant::now();
+            let now = crate::clock::now();
             if opening.is_none() {
                 opening = self.start_open(now);
             }
@@ -207,7 +207,7 @@ impl Writer {
                     if received == 0 {
                         // Closed and empty: every sender is gone or Close was received.
                         draining = true;
-                        give_up_at = Some(Instant::now() + self.shutdown_timeout);
+                        give_up_at = Some(crate::clock::now() + self.shutdown_timeout);
                     }
                     for command in inbox.drain(..) {
                         match command {
@@ -223,7 +223,7 @@ impl Writer {
                     self.publish_buffered();
                 }
                 () = sleep_until(wake), if wake.is_some() => {
-                    self.seal_due(Instant::now());
+                    self.seal_due(crate::clock::now());
                 }
             }
         }
@@ -278,7 +278,7 @@ impl Writer {
     }
 
     fn accept(&mut self, msg: InsertMsg) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let policy = *self.table.policy();
         for piece in msg.pieces {
             let rows = piece.batch.num_rows() as u64;

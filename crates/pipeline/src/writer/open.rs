@@ -104,7 +104,7 @@ impl Writer {
             Err(error) => {
                 opening.attempt += 1;
                 let delay = self.backoff.delay(opening.attempt, rand::random::<f64>());
-                opening.retry_at = Some(Instant::now() + delay);
+                opening.retry_at = Some(crate::clock::now() + delay);
                 let retriable = matches!(&error, StartError::Sink(e) if e.is_retriable());
                 opening.error = format!("the store cannot open the table yet: {error}");
                 let message = opening.error.clone();

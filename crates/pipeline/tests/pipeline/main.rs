@@ -5,6 +5,8 @@
 
 mod common;
 
+mod age;
+
 mod durability;
 mod store_down_at_start;
 mod store_outage;
