@@ -242,8 +242,11 @@ async fn offer(
     Ok((offered_bytes, outage_s))
 }
 
-/// Brings the store back by removing the blockers, then waits (up to 300 s) until sluice
-/// buffers no rows. Returns the seconds the drain took.
+/// The longest the lab waits for sluice to drain once the store is back.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+
+/// Brings the store back by removing the blockers, then waits, at most [`DRAIN_LIMIT`], until
+/// sluice buffers no rows. Returns the seconds the drain took.
 async fn restore_and_drain(
     blockers: &[PathBuf],
     addr: std::net::SocketAddr,
@@ -256,7 +259,7 @@ async fn restore_and_drain(
         if buffered_rows(addr).await? == 0 {
             break;
         }
-        if back.elapsed() > Duration::from_secs(300) {
+        if back.elapsed() > DRAIN_LIMIT {
             return Err("sluice did not drain within 300 s of the store's return".into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
