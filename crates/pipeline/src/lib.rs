@@ -36,7 +36,7 @@ pub use config::{
     DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
 };
 pub use error::{InsertError, PartitionLimit, StartError};
-pub use memory::{INSERT_OVERHEAD, MemoryBudget};
+pub use memory::{INSERT_OVERHEAD, MemoryBudget, Reservation};
 pub use pipeline::{
     Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,
 };

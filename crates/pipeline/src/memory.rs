@@ -1,8 +1,9 @@
 //! The memory budget: a byte counter shared by every table's buffers, and one per table within
 //! it (a table's share), so one hot table cannot take all of it and starve the others.
 //!
-//! Inserts reserve their decoded size, plus [`INSERT_OVERHEAD`], before they are buffered and
-//! writers release it when the batch lands. The HTTP edge uses [`MemoryBudget::try_reserve`] and
+//! Inserts reserve their decoded size, plus [`INSERT_OVERHEAD`], before they are buffered; the
+//! [`Reservation`] travels with the rows and gives the bytes back when dropped, which is when the
+//! batch lands, is refused for good, or is given up at shutdown. The HTTP edge uses [`MemoryBudget::try_reserve`] and
 //! answers 503 when it fails; the library API waits in [`MemoryBudget::reserve`]. Nothing
 //! already accepted is ever dropped to make room. A table's budget is a child of the pipeline's:
 //! a reservation must fit both.
@@ -90,7 +91,38 @@ impl MemoryBudget {
     /// Reserves `bytes` if they fit here and in the budget this is a share of. An empty budget
     /// always admits one reservation, however large, so an insert bigger than the whole budget
     /// is not refused forever.
-    pub fn try_reserve(&self, bytes: u64) -> Result<(), Full> {
+    pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Result<Reservation, Full> {
+        self.try_take(bytes)?;
+        Ok(self.held(bytes))
+    }
+
+    /// Reserves `bytes`, waiting for releases until they fit.
+    pub async fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
+        loop {
+            // Every release reaches the root budget, so that is where to wait.
+            let freed = self.root().freed.notified();
+            if let Ok(reservation) = self.try_reserve(bytes) {
+                return reservation;
+            }
+            freed.await;
+        }
+    }
+
+    /// Reserves `bytes` without checking the limit: memory already allocated that must be
+    /// counted, such as rows replayed from the log.
+    pub fn force(self: &Arc<Self>, bytes: u64) -> Reservation {
+        self.add(bytes);
+        self.held(bytes)
+    }
+
+    fn held(self: &Arc<Self>, bytes: u64) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            bytes,
+        }
+    }
+
+    fn try_take(&self, bytes: u64) -> Result<(), Full> {
         let mut used = self.used.load(Ordering::Acquire);
         loop {
             if used > 0 && used.saturating_add(bytes) > self.limit {
@@ -107,24 +139,12 @@ impl MemoryBudget {
             }
         }
         if let Some(parent) = &self.parent
-            && let Err(full) = parent.try_reserve(bytes)
+            && let Err(full) = parent.try_take(bytes)
         {
             self.give_back(bytes);
             return Err(full);
         }
         Ok(())
-    }
-
-    /// Reserves `bytes`, waiting for releases until they fit.
-    pub async fn reserve(&self, bytes: u64) {
-        loop {
-            // Every release reaches the root budget, so that is where to wait.
-            let freed = self.root().freed.notified();
-            if self.try_reserve(bytes).is_ok() {
-                return;
-            }
-            freed.await;
-        }
     }
 
     fn root(&self) -> &MemoryBudget {
@@ -134,16 +154,15 @@ impl MemoryBudget {
         }
     }
 
-    /// Adds `bytes` without checking the limit (memory already allocated that must be counted).
-    pub fn force(&self, bytes: u64) {
+    fn add(&self, bytes: u64) {
         self.used.fetch_add(bytes, Ordering::AcqRel);
         if let Some(parent) = &self.parent {
-            parent.force(bytes);
+            parent.add(bytes);
         }
     }
 
     /// Returns `bytes` to the budget (and the one it is a share of) and wakes waiters.
-    pub fn release(&self, bytes: u64) {
+    fn release(&self, bytes: u64) {
         if bytes == 0 {
             return;
         }
@@ -165,6 +184,62 @@ impl MemoryBudget {
     }
 }
 
+/// Bytes held in a budget, given back when dropped. It travels with the rows it pays for: from
+/// the insert to its partition pieces, into a table's buffer, into the sealed batch, until the
+/// batch lands or is given up. No path can forget to release it.
+#[derive(Debug)]
+#[must_use = "dropping a reservation releases it at once"]
+pub struct Reservation {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// An empty reservation in `budget`, to absorb others into.
+    pub fn empty(budget: &Arc<MemoryBudget>) -> Self {
+        budget.held(0)
+    }
+
+    /// The bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Splits off `bytes` (at most all of them) into a reservation of their own.
+    pub fn split(&mut self, bytes: u64) -> Reservation {
+        let bytes = bytes.min(self.bytes);
+        self.bytes -= bytes;
+        self.budget.held(bytes)
+    }
+
+    /// Takes over what `other` holds. Both must be in the same budget.
+    pub fn absorb(&mut self, mut other: Reservation) {
+        debug_assert!(
+            Arc::ptr_eq(&self.budget, &other.budget),
+            "absorbed a reservation of another budget"
+        );
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+
+    /// Holds `bytes` from now on, for memory that changed size (rows coalesced into fewer
+    /// arrays): gives back the difference, or takes it without checking the limit, since the
+    /// memory is already allocated.
+    pub fn resize(&mut self, bytes: u64) {
+        if bytes < self.bytes {
+            self.budget.release(self.bytes - bytes);
+        } else {
+            self.budget.add(bytes - self.bytes);
+        }
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -174,12 +249,12 @@ mod tests {
 
     #[test]
     fn refuses_past_the_limit_but_admits_one_into_an_empty_budget() {
-        let budget = MemoryBudget::new(100);
-        assert!(budget.try_reserve(1000).is_ok());
+        let budget = Arc::new(MemoryBudget::new(100));
+        let huge = budget.try_reserve(1000).unwrap();
         assert!(budget.try_reserve(1).is_err());
-        budget.release(1000);
-        assert!(budget.try_reserve(60).is_ok());
-        assert!(budget.try_reserve(40).is_ok());
+        drop(huge);
+        let _sixty = budget.try_reserve(60).unwrap();
+        let _forty = budget.try_reserve(40).unwrap();
         assert!(budget.try_reserve(1).is_err());
         assert!(budget.full().is_some());
     }
@@ -187,9 +262,9 @@ mod tests {
     #[test]
     fn a_hot_table_fills_its_share_and_leaves_the_rest_to_others() {
         let all = Arc::new(MemoryBudget::new(100));
-        let hot = MemoryBudget::share(all.clone(), 50);
-        let quiet = MemoryBudget::share(all.clone(), 50);
-        assert!(hot.try_reserve(50).is_ok());
+        let hot = Arc::new(MemoryBudget::share(all.clone(), 50));
+        let quiet = Arc::new(MemoryBudget::share(all.clone(), 50));
+        let hot_rows = hot.try_reserve(50).unwrap();
         let refused = hot.try_reserve(1).unwrap_err();
         assert_eq!(
             refused,
@@ -204,37 +279,62 @@ mod tests {
             50,
             "a refused reservation leaves nothing behind"
         );
-        assert!(quiet.try_reserve(50).is_ok());
+        let _quiet_rows = quiet.try_reserve(50).unwrap();
         // Both shares fit, the whole is full: the whole says so.
-        let more = MemoryBudget::share(all.clone(), 50);
+        let more = Arc::new(MemoryBudget::share(all.clone(), 50));
         assert!(!more.try_reserve(1).unwrap_err().share);
         assert_eq!((more.used(), all.used()), (0, 100));
-        hot.release(50);
+        drop(hot_rows);
         assert_eq!((hot.used(), all.used()), (0, 50));
-        hot.force(10);
+        let _replayed = hot.force(10);
         assert_eq!(all.used(), 60);
+    }
+
+    #[test]
+    fn a_reservation_split_absorbed_and_resized_gives_back_exactly_what_it_holds() {
+        let all = Arc::new(MemoryBudget::new(1000));
+        let table = Arc::new(MemoryBudget::share(all.clone(), 1000));
+        let mut insert = table.try_reserve(300).unwrap();
+        let first = insert.split(100);
+        let second = insert.split(500);
+        assert_eq!(
+            (first.bytes(), second.bytes(), insert.bytes()),
+            (100, 200, 0)
+        );
+        let mut buffer = Reservation::empty(&table);
+        buffer.absorb(first);
+        buffer.absorb(second);
+        assert_eq!((buffer.bytes(), table.used(), all.used()), (300, 300, 300));
+        buffer.resize(120);
+        assert_eq!((table.used(), all.used()), (120, 120));
+        buffer.resize(2000);
+        assert_eq!(all.used(), 2000, "a resize counts memory already allocated");
+        drop(insert);
+        assert_eq!(all.used(), 2000);
+        drop(buffer);
+        assert_eq!((table.used(), all.used()), (0, 0));
     }
 
     #[tokio::test(start_paused = true)]
     async fn reserve_waits_for_a_release() {
         let budget = Arc::new(MemoryBudget::new(100));
-        assert!(budget.try_reserve(100).is_ok());
+        let mut full = budget.try_reserve(100).unwrap();
         let waiter = {
             let budget = budget.clone();
             tokio::spawn(async move { budget.reserve(50).await })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(!waiter.is_finished());
-        budget.release(60);
-        waiter.await.unwrap();
+        drop(full.split(60));
+        let _admitted = waiter.await.unwrap();
         assert_eq!(budget.used(), 90);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_share_waits_for_releases_in_the_whole() {
         let all = Arc::new(MemoryBudget::new(100));
-        let other = MemoryBudget::share(all.clone(), 100);
-        assert!(other.try_reserve(100).is_ok());
+        let other = Arc::new(MemoryBudget::share(all.clone(), 100));
+        let mut others = other.try_reserve(100).unwrap();
         let table = Arc::new(MemoryBudget::share(all.clone(), 50));
         let waiter = {
             let table = table.clone();
@@ -242,8 +342,8 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(!waiter.is_finished());
-        other.release(40);
-        waiter.await.unwrap();
+        others.resize(60);
+        let _admitted = waiter.await.unwrap();
         assert_eq!((table.used(), all.used()), (30, 90));
     }
 }

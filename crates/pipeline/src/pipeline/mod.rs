@@ -40,7 +40,7 @@ use crate::error::{InsertError, PartitionLimit};
 use crate::memory::MemoryBudget;
 use crate::record;
 use crate::stats::{TableInfo, TableStats, WalInfo};
-use crate::writer::{Command, FrameAck, InsertMsg, Piece, WriterReport};
+use crate::writer::{Command, FrameAck, InsertMsg, Piece, Split, WriterReport};
 
 pub use replay::ReplayReport;
 pub use start::PipelineBuilder;
@@ -348,11 +348,11 @@ impl Pipeline {
     /// Delays or refuses an insert whose partitions hold too many active parts (the table's
     /// [`sluice_core::PartsThrottle`]), before it takes any memory. The longest delay of its
     /// partitions applies; one partition over `parts_to_throw_insert` refuses the whole insert.
-    async fn throttle(&self, handle: &TableHandle, pieces: &[Piece]) -> Result<(), InsertError> {
+    async fn throttle(&self, handle: &TableHandle, split: &Split) -> Result<(), InsertError> {
         let throttle = handle.def.throttle();
         let mut delay = std::time::Duration::ZERO;
-        for piece in pieces {
-            let Some(parts) = handle.store.partition_parts(handle.def.name(), &piece.key) else {
+        for (key, _) in split {
+            let Some(parts) = handle.store.partition_parts(handle.def.name(), key) else {
                 continue;
             };
             match throttle.verdict(parts) {
@@ -361,7 +361,7 @@ impl Pipeline {
                 Verdict::Refuse => {
                     return Err(InsertError::TooManyParts {
                         table: handle.def.name().to_string(),
-                        partition: piece.key.to_string(),
+                        partition: key.to_string(),
                         parts,
                         limit: throttle.parts_to_throw_insert,
                     });
@@ -397,23 +397,17 @@ impl Pipeline {
         if rows == 0 {
             return Ok(inserted);
         }
-        let pieces = self.pieces_of(handle, &batch, max_partitions)?;
-        self.throttle(handle, &pieces).await?;
-        let bytes: u64 = pieces.iter().map(Piece::charge).sum();
+        let split = self.split_by_partition(handle, &batch, max_partitions)?;
+        self.throttle(handle, &split).await?;
+        let bytes: u64 = split.iter().map(|(_, rows)| Piece::charge(rows)).sum();
         let memory = &handle.memory;
-        match admission {
+        let reserved = match admission {
             Admission::Refuse => memory.try_reserve(bytes)?,
             Admission::Wait => memory.reserve(bytes).await,
-        }
-        let wal = self.inner.wal.as_ref();
-        let payload = match wal {
-            Some(_) if ack != AckMode::Async => match record() {
-                Ok(payload) => Some(payload),
-                Err(e) => {
-                    memory.release(bytes);
-                    return Err(e);
-                }
-            },
+        };
+        let pieces = Piece::reserved(split, reserved);
+        let payload = match self.inner.wal {
+            Some(_) if ack != AckMode::Async => Some(record()?),
             _ => None,
         };
         let (waiter, outcome) = match ack {
@@ -423,7 +417,7 @@ impl Pipeline {
             }
             AckMode::Async | AckMode::Durable => (None, None),
         };
-        let durable = self.hand_over(handle, pieces, payload, waiter, bytes)?;
+        let durable = self.hand_over(handle, pieces, payload, waiter)?;
         handle.inserts.increment(1);
         handle.rows_received.increment(rows);
         handle.bytes_received.increment(body_bytes);
@@ -432,12 +426,12 @@ impl Pipeline {
 
     /// The insert's rows split by partition, refused when they span more partitions than the
     /// pipeline's limit or the request's lower one.
-    fn pieces_of(
+    fn split_by_partition(
         &self,
         handle: &TableHandle,
         batch: &RecordBatch,
         max_partitions: Option<usize>,
-    ) -> Result<Vec<Piece>, InsertError> {
+    ) -> Result<Split, InsertError> {
         // Counted before the rows are copied out per partition: an insert spread over a
         // partition per row is refused without building a batch for each.
         let grouped = handle
@@ -454,29 +448,19 @@ impl Pipeline {
                 set_by,
             });
         }
-        let pieces = grouped
-            .split()?
-            .into_iter()
-            .map(|(key, batch)| Piece {
-                bytes: batch.get_array_memory_size() as u64,
-                key,
-                batch,
-            })
-            .collect();
-        Ok(pieces)
+        Ok(grouped.split()?)
     }
 
     /// Numbers the insert, logs it (when `payload` is the log's frame for it) and hands it to
     /// the table's writer, all under the table's lock, so each writer receives its inserts in
-    /// LSN order. Gives `bytes` back to the table's budget when it cannot. The fsync to wait for,
-    /// for a logged insert.
+    /// LSN order. The fsync to wait for, for a logged insert. When it cannot, the pieces are
+    /// dropped, which gives their memory back.
     fn hand_over(
         &self,
         handle: &TableHandle,
         pieces: Vec<Piece>,
         payload: Option<Vec<u8>>,
         waiter: Option<Arc<Waiter>>,
-        bytes: u64,
     ) -> Result<Option<Arc<Completion>>, InsertError> {
         let wal = self.inner.wal.as_ref();
         let _order = match handle.order.lock() {
@@ -490,17 +474,11 @@ impl Pipeline {
                     Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
                     Some(appended.durable),
                 ),
-                Err(e) => {
-                    handle.memory.release(bytes);
-                    return Err(InsertError::WalFailed(e.to_string()));
-                }
+                Err(e) => return Err(InsertError::WalFailed(e.to_string())),
             },
             (Some(wal), None) => match wal.next_lsn() {
                 Ok(lsn) => (lsn, None, None),
-                Err(e) => {
-                    handle.memory.release(bytes);
-                    return Err(InsertError::WalFailed(e.to_string()));
-                }
+                Err(e) => return Err(InsertError::WalFailed(e.to_string())),
             },
             (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
         };
@@ -515,7 +493,6 @@ impl Pipeline {
         };
         if handle.tx.send(Command::Insert(msg)).is_err() {
             // Shutting down. A logged frame stays in the log and lands after the next start.
-            handle.memory.release(bytes);
             return Err(InsertError::ShuttingDown);
         }
         Ok(durable)

@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-
 use sluice_core::{
     DecodeOptions, EmptyValue, PartitionKey, TableName, TableSchema, conform, decode_ndjson,
 };
@@ -13,7 +11,7 @@ use sluice_wal::Wal;
 use super::TableHandle;
 use crate::error::StartError;
 use crate::record::{self, Record};
-use crate::writer::{Command, FrameAck, InsertMsg, Piece};
+use crate::writer::{Command, FrameAck, InsertMsg, Piece, Split};
 
 /// What replay found and did at start.
 #[derive(Debug, Clone, Default)]
@@ -67,26 +65,19 @@ pub(super) fn replay_frames(
         // the store holds once it opens the table.
         let held = watermarks.get(handle.def.name());
         let total = pieces.len();
-        let pieces: Vec<Piece> = pieces
+        let split: Split = pieces
             .into_iter()
             .filter(|(key, _)| held.and_then(|h| h.get(key)).is_none_or(|w| lsn > *w))
-            .map(|(key, batch)| Piece {
-                bytes: batch.get_array_memory_size() as u64,
-                key,
-                batch,
-            })
             .collect();
-        report.pieces_already_landed += (total - pieces.len()) as u64;
-        if pieces.is_empty() {
+        report.pieces_already_landed += (total - split.len()) as u64;
+        if split.is_empty() {
             wal.landed(lsn);
             return;
         }
-        report.rows += pieces
-            .iter()
-            .map(|p| p.batch.num_rows() as u64)
-            .sum::<u64>();
+        report.rows += split.iter().map(|(_, b)| b.num_rows() as u64).sum::<u64>();
         // Replayed rows were accepted before the crash: they are admitted even over the budget.
-        handle.memory.force(pieces.iter().map(Piece::charge).sum());
+        let bytes = split.iter().map(|(_, rows)| Piece::charge(rows)).sum();
+        let pieces = Piece::reserved(split, handle.memory.force(bytes));
         let msg = InsertMsg {
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,
@@ -103,9 +94,6 @@ pub(super) fn replay_frames(
         None => Ok(report),
     }
 }
-
-/// An insert's rows, split by partition.
-type Split = Vec<(PartitionKey, RecordBatch)>;
 
 /// The table a logged insert went to, and its rows decoded again and split by partition in
 /// the table as it is now.

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sluice_core::{FlushBatch, FlushId, Landed, PartitionKey, Sealed, SinkError};
+use sluice_core::{FlushBatch, FlushId, Landed, Sealed, SinkError};
 use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
 use crate::dead;
 
-use super::Writer;
-use super::message::{Token, charge};
+use super::message::Token;
+use super::{Queued, Writer};
 
 pub(super) type FlushResult = (Result<Landed, SinkError>, Duration);
 
@@ -19,8 +19,7 @@ pub(super) type FlushResult = (Result<Landed, SinkError>, Duration);
 const SORTED_BATCH_ROWS: usize = 64 * 1024;
 
 pub(super) struct Inflight {
-    pub(super) key: PartitionKey,
-    pub(super) sealed: Sealed<Token>,
+    pub(super) batch: Queued,
     pub(super) task: JoinHandle<FlushResult>,
 }
 
@@ -30,15 +29,15 @@ impl Writer {
         if self.retry_at.is_some_and(|t| now < t) || self.paced_until.is_some_and(|t| now < t) {
             return None;
         }
-        let (key, mut sealed) = self.queue.pop_front()?;
-        self.merge_queued(&key, &mut sealed);
+        let mut batch = self.queue.pop_front()?;
+        self.merge_queued(&mut batch);
         let id = FlushId {
             table: self.table.name().clone(),
-            partition: key.clone(),
-            first_seq: sealed.first_seq,
-            last_seq: sealed.last_seq,
+            partition: batch.key.clone(),
+            first_seq: batch.sealed.first_seq,
+            last_seq: batch.sealed.last_seq,
         };
-        let chunks = sealed.chunks.clone();
+        let chunks = batch.sealed.chunks.clone();
         let table = self.table.clone();
         let sink = self.sink.clone();
         let task = tokio::spawn(async move {
@@ -71,18 +70,18 @@ impl Writer {
             let result = sink.write(flush).await;
             (result, started.elapsed())
         });
-        Some(Inflight { key, sealed, task })
+        Some(Inflight { batch, task })
     }
 
     /// Folds queued batches of the same partition into `head`, within the policy's limits.
-    pub(super) fn merge_queued(&mut self, key: &PartitionKey, head: &mut Sealed<Token>) {
+    pub(super) fn merge_queued(&mut self, batch: &mut Queued) {
         let policy = *self.table.policy();
         let mut i = 0;
         while i < self.queue.len() {
-            let (other_key, other) = &self.queue[i];
+            let (head, other) = (&batch.sealed, &self.queue[i].sealed);
             let fits = head.rows + other.rows <= policy.max_rows()
                 && head.bytes + other.bytes <= policy.max_bytes();
-            if other_key != key {
+            if self.queue[i].key != batch.key {
                 i += 1;
                 continue;
             }
@@ -90,9 +89,16 @@ impl Writer {
                 // Later batches of this partition must not overtake this one.
                 break;
             }
-            let Some((_, other)) = self.queue.remove(i) else {
+            let Some(Queued {
+                sealed: other,
+                held,
+                ..
+            }) = self.queue.remove(i)
+            else {
                 break;
             };
+            batch.held.absorb(held);
+            let head = &mut batch.sealed;
             head.chunks.extend(other.chunks);
             head.tokens.extend(other.tokens);
             head.rows += other.rows;
@@ -104,23 +110,19 @@ impl Writer {
         }
     }
 
-    /// Takes a flush's outcome: answers its waiters and releases its memory when it landed or
+    /// Takes a flush's outcome: answers its waiters and gives back its memory when it landed or
     /// was refused for good; queues it again, after a backoff, when it may land later.
-    pub(super) fn finish(
-        &mut self,
-        key: PartitionKey,
-        sealed: Sealed<Token>,
-        (result, took): FlushResult,
-    ) {
+    pub(super) fn finish(&mut self, batch: Queued, (result, took): FlushResult) {
         match result {
-            Ok(landed) => self.landed(&sealed, &landed, took),
-            Err(error) if error.is_retriable() => self.retry(key, sealed, &error),
-            Err(error) => self.refused(key, &sealed, &error),
+            Ok(landed) => self.landed(batch, &landed, took),
+            Err(error) if error.is_retriable() => self.retry(batch, &error),
+            Err(error) => self.refused(batch, &error),
         }
     }
 
-    /// A flush landed: its rows are counted, its waiters and frames told, its memory released.
-    fn landed(&mut self, sealed: &Sealed<Token>, landed: &Landed, took: Duration) {
+    /// A flush landed: its rows are counted, its waiters and frames told, its memory given back.
+    fn landed(&mut self, batch: Queued, landed: &Landed, took: Duration) {
+        let sealed = &batch.sealed;
         let now = crate::clock::now();
         self.instruments.flush_seconds.record(took.as_secs_f64());
         self.instruments.parts.increment(landed.parts);
@@ -146,7 +148,7 @@ impl Writer {
         self.stats
             .bytes_written
             .fetch_add(landed.bytes, std::sync::atomic::Ordering::Relaxed);
-        self.release(sealed);
+        self.done_with(batch);
         if self.attempt > 0 {
             tracing::info!(table = %self.table.name(), attempts = self.attempt + 1, "store recovered");
         }
@@ -166,26 +168,27 @@ impl Writer {
     }
 
     /// A flush failed and may land later: it goes back to the head of the queue.
-    fn retry(&mut self, key: PartitionKey, sealed: Sealed<Token>, error: &SinkError) {
+    fn retry(&mut self, batch: Queued, error: &SinkError) {
         self.instruments.errors_retriable.increment(1);
         self.attempt += 1;
         let delay = self.backoff.delay(self.attempt, rand::random::<f64>());
         tracing::warn!(
-            table = %self.table.name(), partition = %key, attempt = self.attempt,
+            table = %self.table.name(), partition = %batch.key, attempt = self.attempt,
             retry_in_ms = delay.as_millis() as u64, error = %error, "flush failed; will retry"
         );
         self.retry_at = Some(crate::clock::now() + delay);
         self.last_error = Some(error.to_string());
         self.stats.set_error(Some(error.to_string()));
-        self.queue.push_front((key, sealed));
+        self.queue.push_front(batch);
     }
 
     /// A store refused a flush for good: its rows go to the dead letters, its waiters are told.
-    fn refused(&mut self, key: PartitionKey, sealed: &Sealed<Token>, error: &SinkError) {
+    fn refused(&mut self, batch: Queued, error: &SinkError) {
         self.instruments.errors_permanent.increment(1);
+        let sealed = &batch.sealed;
         let id = FlushId {
             table: self.table.name().clone(),
-            partition: key.clone(),
+            partition: batch.key.clone(),
             first_seq: sealed.first_seq,
             last_seq: sealed.last_seq,
         };
@@ -206,7 +209,7 @@ impl Writer {
                 frame.piece_done();
             }
         }
-        self.release(sealed);
+        self.done_with(batch);
         self.attempt = 0;
         self.retry_at = None;
         self.last_error = Some(reason);
@@ -240,10 +243,11 @@ impl Writer {
         Some(written)
     }
 
-    pub(super) fn release(&mut self, sealed: &Sealed<Token>) {
-        self.memory.release(charge(sealed));
-        self.buffered_rows -= sealed.rows;
-        self.buffered_bytes -= sealed.bytes;
+    /// A batch that landed or was refused for good leaves the writer; dropping it gives back
+    /// its memory.
+    fn done_with(&mut self, batch: Queued) {
+        self.buffered_rows -= batch.sealed.rows;
+        self.buffered_bytes -= batch.sealed.bytes;
         self.publish_buffered();
     }
 

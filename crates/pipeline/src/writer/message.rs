@@ -9,7 +9,7 @@ use sluice_core::{PartitionKey, Sealed};
 use sluice_wal::{Completion, Wal};
 
 use crate::ack::Waiter;
-use crate::memory::{INSERT_OVERHEAD, MemoryBudget};
+use crate::memory::{INSERT_OVERHEAD, Reservation};
 
 /// A message to a table's writer.
 pub(crate) enum Command {
@@ -19,7 +19,7 @@ pub(crate) enum Command {
     Close,
 }
 
-/// One accepted insert, split by partition, its memory already reserved.
+/// One accepted insert, split by partition, each piece holding its memory.
 pub(crate) struct InsertMsg {
     pub(crate) pieces: Vec<Piece>,
     pub(crate) seq: u64,
@@ -37,19 +37,12 @@ pub(crate) struct InsertMsg {
 impl InsertMsg {
     /// Leaves out the pieces the store already holds (`held`: its watermark per partition),
     /// releasing their memory and telling their frame. `false` when nothing is left.
-    pub(super) fn keep_unlanded(
-        &mut self,
-        held: &HashMap<PartitionKey, u64>,
-        memory: &MemoryBudget,
-    ) -> bool {
+    pub(super) fn keep_unlanded(&mut self, held: &HashMap<PartitionKey, u64>) -> bool {
         let seq = self.seq;
         self.pieces.retain(|piece| {
             let landed = held.get(&piece.key).is_some_and(|w| seq <= *w);
-            if landed {
-                memory.release(piece.charge());
-                if let Some(frame) = &self.frame {
-                    frame.piece_done();
-                }
+            if landed && let Some(frame) = &self.frame {
+                frame.piece_done();
             }
             !landed
         });
@@ -86,18 +79,41 @@ impl FrameAck {
     }
 }
 
-/// The rows of one insert that fall in one partition.
+/// An insert's rows, split by partition.
+pub(crate) type Split = Vec<(PartitionKey, RecordBatch)>;
+
+/// The rows of one insert that fall in one partition, and the memory they hold.
 pub(crate) struct Piece {
     pub(crate) key: PartitionKey,
     pub(crate) batch: RecordBatch,
     /// Its Arrow memory.
     pub(crate) bytes: u64,
+    /// Its [`Piece::charge`] in the table's budget, given back when the piece is dropped.
+    pub(crate) held: Reservation,
 }
 
 impl Piece {
-    /// What it holds of the memory budget: its Arrow memory and [`INSERT_OVERHEAD`].
-    pub(crate) fn charge(&self) -> u64 {
-        self.bytes + INSERT_OVERHEAD
+    /// What the rows of one partition hold of the memory budget: their Arrow memory and
+    /// [`INSERT_OVERHEAD`].
+    pub(crate) fn charge(batch: &RecordBatch) -> u64 {
+        batch.get_array_memory_size() as u64 + INSERT_OVERHEAD
+    }
+
+    /// The pieces of an insert split by partition, each holding its charge out of `whole`,
+    /// which was reserved for all of them.
+    pub(crate) fn reserved(split: Split, mut whole: Reservation) -> Vec<Piece> {
+        split
+            .into_iter()
+            .map(|(key, batch)| {
+                let bytes = batch.get_array_memory_size() as u64;
+                Piece {
+                    key,
+                    batch,
+                    bytes,
+                    held: whole.split(bytes + INSERT_OVERHEAD),
+                }
+            })
+            .collect()
     }
 }
 

@@ -51,13 +51,13 @@ use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
 use crate::config::PipelineConfig;
-use crate::memory::MemoryBudget;
+use crate::memory::{MemoryBudget, Reservation};
 use crate::stats::TableStats;
 
 use flush::Inflight;
 use instruments::Instruments;
 use message::charge;
-pub(crate) use message::{Command, FrameAck, InsertMsg, Piece, Token};
+pub(crate) use message::{Command, FrameAck, InsertMsg, Piece, Split, Token};
 use open::OpenResult;
 pub(crate) use open::{Opening, open_table};
 
@@ -79,6 +79,20 @@ pub struct WriterReport {
 /// instead of being woken for every insert.
 const INBOX: usize = 512;
 
+/// A partition's open buffer and the memory its rows hold.
+struct Buffer {
+    rows: Batcher<Token>,
+    held: Reservation,
+}
+
+/// A sealed batch waiting for its flush (or in it), holding its memory until it lands, is
+/// refused for good, or is given up.
+pub(super) struct Queued {
+    pub(super) key: PartitionKey,
+    pub(super) sealed: Sealed<Token>,
+    pub(super) held: Reservation,
+}
+
 /// The state of one table's writer task.
 pub(crate) struct Writer {
     table: Arc<TableDef>,
@@ -88,8 +102,8 @@ pub(crate) struct Writer {
     backoff: Backoff,
     shutdown_timeout: Duration,
     dead_letters: Option<PathBuf>,
-    buffers: BTreeMap<PartitionKey, Batcher<Token>>,
-    queue: VecDeque<(PartitionKey, Sealed<Token>)>,
+    buffers: BTreeMap<PartitionKey, Buffer>,
+    queue: VecDeque<Queued>,
     /// Inserts waiting for the fsync of their frame, in arrival order.
     undurable: VecDeque<InsertMsg>,
     attempt: u32,
@@ -201,7 +215,7 @@ impl Writer {
                     let result = result.unwrap_or_else(|e| {
                         (Err(SinkError::retriable(self.sink.name(), format!("flush task failed: {e}"))), Duration::ZERO)
                     });
-                    self.finish(done.key, done.sealed, result);
+                    self.finish(done.batch, result);
                 }
                 received = rx.recv_many(&mut inbox, INBOX), if !draining => {
                     if received == 0 {
@@ -266,9 +280,8 @@ impl Writer {
     fn admit(&mut self, msg: InsertMsg) {
         match msg.durable.as_ref().and_then(|d| d.result()) {
             Some(Err(_)) => {
-                for piece in &msg.pieces {
-                    self.memory.release(piece.charge());
-                    if let Some(frame) = &msg.frame {
+                if let Some(frame) = &msg.frame {
+                    for _ in &msg.pieces {
                         frame.piece_done();
                     }
                 }
@@ -285,18 +298,23 @@ impl Writer {
             let buffer = self
                 .buffers
                 .entry(piece.key.clone())
-                .or_insert_with(|| Batcher::new(policy));
-            let before = buffer.bytes();
+                .or_insert_with(|| Buffer {
+                    rows: Batcher::new(policy),
+                    held: Reservation::empty(&self.memory),
+                });
+            let before = buffer.rows.bytes();
             let token = Token {
                 waiter: msg.waiter.clone(),
                 frame: msg.frame.clone(),
                 arrived: msg.arrived,
                 rows,
             };
-            let full = buffer.push(piece.batch, msg.seq, token, now);
-            let after = buffer.bytes();
+            let full = buffer.rows.push(piece.batch, msg.seq, token, now);
+            let after = buffer.rows.bytes();
+            buffer.held.absorb(piece.held);
             // Coalescing may have shrunk the buffer below what was reserved for it.
-            self.rereserve(before + piece.bytes, after);
+            let held = (buffer.held.bytes() + after).saturating_sub(before + piece.bytes);
+            buffer.held.resize(held);
             self.buffered_rows += rows;
             self.buffered_bytes = self.buffered_bytes + after - before;
             if let Some(reason) = full {
@@ -305,29 +323,24 @@ impl Writer {
         }
     }
 
-    /// Brings the budget from `reserved` to `held` bytes for rows whose Arrow memory changed
-    /// when they were coalesced.
-    fn rereserve(&self, reserved: u64, held: u64) {
-        if held < reserved {
-            self.memory.release(reserved - held);
-        } else {
-            self.memory.force(held - reserved);
-        }
-    }
-
     fn seal(&mut self, key: &PartitionKey, reason: FlushReason) {
-        let Some(mut buffer) = self.buffers.remove(key) else {
+        let Some(Buffer { mut rows, mut held }) = self.buffers.remove(key) else {
             return;
         };
-        let before = buffer.bytes();
-        if let Some(sealed) = buffer.take(reason) {
+        let before = rows.bytes();
+        if let Some(sealed) = rows.take(reason) {
             // Sealing coalesces the last small pieces, which may change what they take.
-            self.rereserve(before, sealed.bytes);
+            held.resize((held.bytes() + sealed.bytes).saturating_sub(before));
+            debug_assert_eq!(held.bytes(), charge(&sealed), "a batch holds its charge");
             self.buffered_bytes = self.buffered_bytes + sealed.bytes - before;
             if let Some(counter) = self.instruments.flushes.get(reason.as_str()) {
                 counter.increment(1);
             }
-            self.queue.push_back((key.clone(), sealed));
+            self.queue.push_back(Queued {
+                key: key.clone(),
+                sealed,
+                held,
+            });
         }
     }
 
@@ -335,7 +348,7 @@ impl Writer {
         let due: Vec<PartitionKey> = self
             .buffers
             .iter()
-            .filter(|(_, b)| b.due(now).is_some())
+            .filter(|(_, b)| b.rows.due(now).is_some())
             .map(|(k, _)| k.clone())
             .collect();
         for key in due {
@@ -351,7 +364,7 @@ impl Writer {
     }
 
     fn next_wake(&self, flushing: bool, give_up_at: Option<Instant>) -> Option<Instant> {
-        let ages = self.buffers.values().filter_map(Batcher::deadline);
+        let ages = self.buffers.values().filter_map(|b| b.rows.deadline());
         let waiting = !flushing && !self.queue.is_empty();
         let retry = self.retry_at.filter(|_| waiting);
         let paced = self.paced_until.filter(|_| waiting);
@@ -363,7 +376,7 @@ impl Writer {
             .min()
     }
 
-    /// Shutdown timed out: report the rows that did not land, answer waiters, release memory.
+    /// Shutdown timed out: report the rows that did not land, answer waiters, give back memory.
     /// Rows of logged inserts stay outstanding in the log, which replays them at the next start.
     fn give_up(mut self, inflight: Option<Inflight>) -> WriterReport {
         self.admit_durable();
@@ -379,12 +392,12 @@ impl Writer {
         let pending = inflight
             .map(|f| {
                 f.task.abort();
-                f.sealed
+                f.batch
             })
             .into_iter()
-            .chain(self.queue.drain(..).map(|(_, s)| s))
+            .chain(self.queue.drain(..))
             .collect::<Vec<_>>();
-        for sealed in pending {
+        for Queued { sealed, .. } in pending {
             for token in &sealed.tokens {
                 if token.frame.is_some() {
                     deferred += token.rows;
@@ -395,7 +408,6 @@ impl Writer {
                     waiter.failed(Failure::Abandoned(reason.clone()));
                 }
             }
-            self.memory.release(charge(&sealed));
         }
         // Held back (their fsync, or the store's opening, never came): a logged one is replayed
         // at the next start, unless its fsync failed (then its producer was refused).
@@ -412,7 +424,6 @@ impl Writer {
                 } else if msg.frame.is_none() {
                     lost += rows;
                 }
-                self.memory.release(piece.charge());
             }
             if let Some(waiter) = &msg.waiter {
                 waiter.failed(Failure::Abandoned(reason.clone()));

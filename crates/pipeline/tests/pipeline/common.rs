@@ -37,15 +37,19 @@ pub(crate) async fn insert(p: &Pipeline, body: &[u8], ack: AckMode) -> Result<()
     .map(|_| ())
 }
 
-/// Polls `done` every 10 ms; fails the test after 10 s, saying it waited for `what`.
+/// Polls `done` every 10 ms of tokio's clock; fails the test after 30 s of real time, saying it
+/// waited for `what`. The deadline is real because a paused clock runs ahead on its own while a
+/// flush writes on a blocking thread. The poll's timer is what keeps that clock from leaping to
+/// a far deadline (an ack or shutdown timeout) while the test waits.
 pub(crate) async fn wait_for(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..1_000 {
-        if done() {
-            return;
-        }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    panic!("timed out waiting for {what}");
 }
 
 /// How often each id appears in table `t` of the lake in `dir`.

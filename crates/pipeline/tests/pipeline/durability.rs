@@ -108,6 +108,11 @@ fn durable_rows_survive_a_crash_and_land_once() {
         assert_eq!((replayed.frames, replayed.rows), (10, 100));
         let report = p.shutdown().await;
         assert_eq!(report.rows_lost(), 0);
+        assert_eq!(
+            p.memory().0,
+            0,
+            "a replayed insert's reservation outlived it"
+        );
     });
     assert_ids(&common::ids_on_disk(dir.path()), 0..100);
 }
@@ -181,6 +186,11 @@ async fn a_failed_fsync_refuses_logged_inserts_and_their_rows_never_land() {
     assert!(p.wal().unwrap().poisoned.is_some());
 
     p.shutdown().await;
+    assert_eq!(
+        p.memory().0,
+        0,
+        "a refused insert's reservation outlived it"
+    );
     let on_disk = common::ids_on_disk(dir.path());
     assert_ids(&on_disk, (0..10).chain(30..40));
 }
@@ -202,5 +212,10 @@ async fn a_full_disk_refuses_inserts_until_there_is_room() {
     insert(&p, 30..40, AckMode::Durable).await.unwrap();
     assert!(p.wal().unwrap().poisoned.is_none());
     p.shutdown().await;
+    assert_eq!(
+        p.memory().0,
+        0,
+        "a refused insert's reservation outlived it"
+    );
     assert_ids(&common::ids_on_disk(dir.path()), (0..10).chain(30..40));
 }

@@ -4,6 +4,10 @@
 //!
 //! The fault is real: a regular file sits where the lake must create the partition's folder, so
 //! every part write fails with an I/O error until the file is removed.
+//!
+//! The tests run on a paused clock: the outage's retries, ages and shutdown timeouts pass in
+//! tokio's time, not real time. A test never parks without a timer of its own while a flush may
+//! be writing (see [`common::wait_for`]), so the clock cannot leap to an ack timeout meanwhile.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -45,6 +49,8 @@ async fn start(dir: &Path, shutdown_timeout: Duration) -> Pipeline {
         default_policy: *table().policy(),
         backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
         shutdown_timeout,
+        // Out of reach of the paused clock, which runs ahead while flushes write.
+        ack_timeout: Duration::from_secs(24 * 3600),
         ..PipelineConfig::default()
     };
     let catalog = Arc::new(FileCatalog::open(dir).unwrap());
@@ -78,7 +84,7 @@ fn part_count(dir: &Path) -> usize {
         .len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
     let dir = tempfile::tempdir().unwrap();
     let pipeline = start(dir.path(), Duration::from_secs(30)).await;
@@ -144,10 +150,18 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
 
     // The store comes back: everything drains on its own.
     std::fs::remove_file(&blocker).unwrap();
+    common::wait_for("the inserts to be answered", || {
+        committed.iter().all(|t| t.is_finished()) && waiting.is_finished()
+    })
+    .await;
     for task in committed {
         task.await.unwrap().unwrap();
     }
     waiting.await.unwrap().unwrap();
+    common::wait_for("every row to land", || {
+        pipeline.tables()[0].buffered_rows == 0
+    })
+    .await;
     let report = pipeline.shutdown().await;
     assert_eq!(report.rows_lost(), 0);
     assert!(pipeline.tables()[0].failing.is_none());
@@ -165,7 +179,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
     assert!(parts * 3 <= inserts, "{parts} parts for {inserts} inserts");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let pipeline = start(dir.path(), Duration::from_millis(300)).await;
@@ -198,7 +212,7 @@ async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
     assert!(matches!(late, Err(InsertError::ShuttingDown)));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
     let dir = tempfile::tempdir().unwrap();
     let config = PipelineConfig {
@@ -213,6 +227,7 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
         .unwrap(),
         backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
         shutdown_timeout: Duration::from_millis(300),
+        ack_timeout: Duration::from_secs(24 * 3600),
         ..PipelineConfig::default()
     };
     let catalog = Arc::new(FileCatalog::open(dir.path()).unwrap());
@@ -233,7 +248,10 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
     let row: &'static [u8] = b"{\"id\":1,\"service\":\"a\"}\n";
     pipeline.insert_ndjson(into("stalled", row)).await.unwrap();
     pipeline.insert_ndjson(into("healthy", row)).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::wait_for("both tables' first row", || {
+        pipeline.tables().iter().all(|t| t.rows_written == 1)
+    })
+    .await;
     std::fs::remove_dir_all(dir.path().join("stalled")).unwrap();
     std::fs::write(dir.path().join("stalled"), "not a folder").unwrap();
 
@@ -271,19 +289,13 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
         pipeline.insert_ndjson(into("healthy", many)).await.unwrap();
     }
     // The healthy table lands while the other one's store is still down.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while pipeline
-        .tables()
-        .iter()
-        .find(|t| t.name.as_str() == "healthy")
-        .is_none_or(|t| t.rows_written < 1001)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the healthy table never landed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_for("the healthy table to land", || {
+        pipeline
+            .tables()
+            .iter()
+            .any(|t| t.name.as_str() == "healthy" && t.rows_written == 1001)
+    })
+    .await;
     let report = pipeline.shutdown().await;
     let healthy = report.tables.iter().find(|t| t.table == "healthy").unwrap();
     assert_eq!(healthy.rows_lost, 0);
