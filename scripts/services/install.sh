@@ -40,3 +40,7 @@ fi
 # The Azure Blob Storage emulator the other object-store lake test writes to (Azurite, from the
 # npm registry into target/tools once; see scripts/services/azurite.sh).
 "$(dirname "$0")/azurite.sh" install
+
+# ClickHouse's official Python and JavaScript clients, which the ClickHouse door's tests drive
+# unchanged (see scripts/services/clients.sh).
+"$(dirname "$0")/clients.sh" install

@@ -102,6 +102,27 @@ impl ColumnType {
         }
     }
 
+    /// The ClickHouse type of the values sluice stores for this type: what its ClickHouse door
+    /// tells clients in `DESCRIBE TABLE`.
+    pub fn clickhouse_name(self) -> &'static str {
+        match self {
+            Self::Bool => "Bool",
+            Self::Int8 => "Int8",
+            Self::Int16 => "Int16",
+            Self::Int32 => "Int32",
+            Self::Int64 => "Int64",
+            Self::UInt8 => "UInt8",
+            Self::UInt16 => "UInt16",
+            Self::UInt32 => "UInt32",
+            Self::UInt64 => "UInt64",
+            Self::Float32 => "Float32",
+            Self::Float64 => "Float64",
+            Self::String => "String",
+            Self::Date => "Date32",
+            Self::Timestamp => "DateTime64(6, 'UTC')",
+        }
+    }
+
     /// Parses a type name; the second value is true when it was written `Nullable(T)`.
     pub fn parse(text: &str) -> Result<(ColumnType, bool), String> {
         let text = text.trim();

@@ -114,7 +114,7 @@ impl AppState {
 /// Every route of the HTTP surface.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(clickhouse::query_get).post(clickhouse::insert))
+        .route("/", get(clickhouse::query_get).post(clickhouse::post))
         .route("/ping", get(|| async { "Ok.\n" }))
         .route("/v1/tables", get(api::list_tables))
         .route("/v1/tables/{table}/rows", post(api::insert_rows))

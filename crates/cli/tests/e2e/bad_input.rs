@@ -266,11 +266,15 @@ fn cases() -> Vec<Case> {
         &["Code: 73.", "VALUES"],
     ));
     cases.push(ch(
-        "SELECT",
-        "SELECT 1",
+        "a read of rows",
+        "SELECT id FROM strict",
         "",
         S::BAD_REQUEST,
-        &["Code: 62.", "not SELECT statements"],
+        &[
+            "Code: 62.",
+            "sluice takes INSERT statements",
+            "not a read from strict",
+        ],
     ));
     cases.push(ch(
         "syntax error",

@@ -9,6 +9,7 @@ mod common;
 
 mod access;
 mod bad_input;
+mod clickhouse_clients;
 mod clickhouse_compat;
 mod clickhouse_sink;
 mod config_errors;

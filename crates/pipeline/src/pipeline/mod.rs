@@ -248,6 +248,12 @@ impl Pipeline {
         self.submit(&handle, batch, bytes, terms, record).await
     }
 
+    /// The layout of `table`, when sluice knows the table.
+    pub fn layout(&self, table: &str) -> Option<sluice_core::TableLayout> {
+        let name = TableName::new(table).ok()?;
+        self.read_tables().get(&name).map(|h| h.def.layout())
+    }
+
     /// A snapshot of every table.
     pub fn tables(&self) -> Vec<TableInfo> {
         let tables = self.read_tables();

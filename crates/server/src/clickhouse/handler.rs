@@ -2,6 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::{Query, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -9,69 +10,214 @@ use sluice_core::name::printable;
 use sluice_core::{DecodeOptions, JsonDialect};
 use sluice_pipeline::{AckMode, Admission, Insert};
 
-use super::query::{InsertQuery, QueryError, parse_insert};
+use super::handshake::{DATABASE, Read, answer, parse_read};
+use super::output::OutputFormat;
+use super::query::{InsertQuery, QueryError, first_keyword, parse_insert};
 use crate::AppState;
 use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
 
 type Params = Query<Vec<(String, String)>>;
 
-/// `GET /?query=...`: ClickHouse serves reads here; sluice only takes INSERTs over POST.
-pub(crate) async fn query_get(Query(params): Params) -> Response {
-    if params.iter().any(|(k, _)| k == "query") {
-        let error = ApiError::new(
+/// The name sluice gives in `X-ClickHouse-Server-Display-Name`.
+const DISPLAY_NAME: &str = "sluice";
+
+/// `GET /`: `Ok.`, or with `?query=` one of the reads clients send when they connect.
+/// ClickHouse runs only reads over GET, and so does sluice.
+pub(crate) async fn query_get(
+    State(state): State<AppState>,
+    Query(params): Params,
+    headers: HeaderMap,
+) -> Response {
+    let Some(text) = param(&params, "query") else {
+        return ok_text();
+    };
+    let answer = if first_keyword(text.as_bytes()).as_deref() == Some("INSERT") {
+        Err(ApiError::new(
             Kind::BadRequest,
-            "sluice takes INSERT ... FORMAT JSONEachRow over POST only; it serves no reads",
-        );
-        return clickhouse_error(error);
-    }
-    ok_text()
+            "an INSERT must be sent with POST; GET runs only reads, as in ClickHouse",
+        ))
+    } else {
+        answer_read(&state, &params, &headers, text.as_bytes())
+    };
+    respond(answer, &params, &headers)
 }
 
-/// `POST /`: an INSERT, with the query in the URL or at the start of the body.
-pub(crate) async fn insert(
+/// `POST /`: an INSERT, with the query in the URL or at the start of the body, or one of the
+/// reads clients send when they connect.
+pub(crate) async fn post(
     State(state): State<AppState>,
     Query(params): Params,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match run_insert(&state, &params, &headers, body).await {
-        Ok(rows) => {
-            let mut response = StatusCode::OK.into_response();
-            let summary = format!(
-                "{{\"read_rows\":\"0\",\"read_bytes\":\"0\",\"written_rows\":\"{rows}\",\
-                 \"written_bytes\":\"0\",\"total_rows_to_read\":\"0\",\"result_rows\":\"0\",\
-                 \"result_bytes\":\"0\"}}"
-            );
-            if let Ok(value) = HeaderValue::from_str(&summary) {
-                response.headers_mut().insert("X-ClickHouse-Summary", value);
-            }
-            response
-        }
-        Err(error) => clickhouse_error(error),
-    }
+    let answer = match read_statement(&state, &params, &headers, body).await {
+        Ok(Statement::Insert(query, rows)) => run_insert(&state, &params, &headers, &query, &rows)
+            .await
+            .map(|rows_written| Answer::Inserted {
+                rows: rows_written,
+                bytes: rows.len() as u64,
+            }),
+        Ok(Statement::Read(text)) => answer_read(&state, &params, &headers, &text),
+        Err(error) => Err(error),
+    };
+    respond(answer, &params, &headers)
 }
 
+/// What a request did.
+enum Answer {
+    /// An insert: its rows, and the bytes they came in, uncompressed.
+    Inserted { rows: u64, bytes: u64 },
+    /// A read: its result, written in its format.
+    Read {
+        body: Vec<u8>,
+        format: OutputFormat,
+        format_name: String,
+        rows: usize,
+    },
+}
+
+/// The answer as ClickHouse writes it, with the headers every ClickHouse answer carries.
+fn respond(
+    answer: Result<Answer, ApiError>,
+    params: &[(String, String)],
+    headers: &HeaderMap,
+) -> Response {
+    let (mut response, summary) = match answer {
+        Ok(Answer::Inserted { rows, bytes }) => {
+            (StatusCode::OK.into_response(), summary(rows, bytes, 0))
+        }
+        Ok(Answer::Read {
+            body,
+            format,
+            format_name,
+            rows,
+        }) => {
+            let mut response = (StatusCode::OK, body).into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(format.content_type()),
+            );
+            if let Ok(value) = HeaderValue::from_str(&format_name) {
+                headers.insert("X-ClickHouse-Format", value);
+            }
+            headers.insert("X-ClickHouse-Timezone", HeaderValue::from_static("UTC"));
+            (response, summary(0, 0, rows))
+        }
+        Err(error) => (clickhouse_error(error), None),
+    };
+    let out = response.headers_mut();
+    if let Some(summary) = summary {
+        out.insert("X-ClickHouse-Summary", summary);
+    }
+    out.insert(
+        "X-ClickHouse-Server-Display-Name",
+        HeaderValue::from_static(DISPLAY_NAME),
+    );
+    out.insert("X-ClickHouse-Query-Id", query_id(params, headers));
+    response
+}
+
+/// `X-ClickHouse-Summary`, its numbers written as strings, as ClickHouse does (clients parse
+/// them that way).
+fn summary(written_rows: u64, written_bytes: u64, result_rows: usize) -> Option<HeaderValue> {
+    let text = format!(
+        "{{\"read_rows\":\"0\",\"read_bytes\":\"0\",\"written_rows\":\"{written_rows}\",\
+         \"written_bytes\":\"{written_bytes}\",\"total_rows_to_read\":\"0\",\
+         \"result_rows\":\"{result_rows}\",\"result_bytes\":\"0\"}}"
+    );
+    HeaderValue::from_str(&text).ok()
+}
+
+/// The request's `query_id` (URL parameter, else `X-ClickHouse-Query-Id` header), or a new one.
+fn query_id(params: &[(String, String)], headers: &HeaderMap) -> HeaderValue {
+    param(params, "query_id")
+        .filter(|id| !id.is_empty())
+        .or_else(|| {
+            headers
+                .get("X-ClickHouse-Query-Id")
+                .and_then(|v| v.to_str().ok())
+        })
+        .and_then(|id| HeaderValue::from_str(id).ok())
+        .unwrap_or_else(|| {
+            HeaderValue::from_str(&uuid::Uuid::now_v7().to_string())
+                .unwrap_or(HeaderValue::from_static("sluice"))
+        })
+}
+
+/// Answers one of the reads clients send when they connect, in the format it asks for.
+fn answer_read(
+    state: &AppState,
+    params: &[(String, String)],
+    headers: &HeaderMap,
+    text: &[u8],
+) -> Result<Answer, ApiError> {
+    let query = parse_read(text).map_err(query_error)?;
+    let format_name = query
+        .format
+        .as_deref()
+        .or_else(|| param(params, "default_format"))
+        .or_else(|| {
+            headers
+                .get("X-ClickHouse-Format")
+                .and_then(|v| v.to_str().ok())
+        })
+        .unwrap_or("TabSeparated")
+        .to_string();
+    let format = OutputFormat::parse(&format_name).ok_or_else(|| {
+        ApiError::new(
+            Kind::UnknownFormat,
+            format!("Unknown output format {}", printable(&format_name)),
+        )
+    })?;
+    let layout = match &query.read {
+        Read::Exists(table) | Read::Describe(table) => {
+            state.access.check(table, headers, params)?;
+            state.pipeline.layout(table)
+        }
+        _ => None,
+    };
+    if let (Read::Describe(table), None) = (&query.read, &layout) {
+        return Err(ApiError::new(
+            Kind::UnknownTable,
+            format!(
+                "Table {DATABASE}.{} does not exist: sluice makes a table at its first insert, \
+                 or from the config",
+                printable(table)
+            ),
+        ));
+    }
+    let result = answer(&query.read, layout.as_ref());
+    Ok(Answer::Read {
+        body: format.write(&result),
+        format,
+        format_name,
+        rows: result.rows.len(),
+    })
+}
+
+/// Checks and lands an insert's rows: the number landed.
 async fn run_insert(
     state: &AppState,
     params: &[(String, String)],
     headers: &HeaderMap,
-    body: Body,
+    query: &InsertQuery,
+    rows: &Bytes,
 ) -> Result<u64, ApiError> {
     refuse_native_compression(params)?;
-    let (query, rows) = read_query_and_rows(state, params, headers, body).await?;
     state.access.check(&query.table, headers, params)?;
     check_rows(
-        &rows,
+        rows,
         state.limits.max_rows_per_insert,
         JsonDialect::ClickHouse,
     )?;
-    let settings = insert_settings(&query, params)?;
+    let settings = insert_settings(query, params)?;
     let inserted = state
         .pipeline
         .insert_ndjson(Insert {
             table: &query.table,
-            body: &rows,
+            body: rows,
             options: settings.options,
             ack: settings.ack,
             admission: Admission::Refuse,
@@ -106,24 +252,36 @@ fn refuse_native_compression(params: &[(String, String)]) -> Result<(), ApiError
     Ok(())
 }
 
-/// Reads the body and parses the query, from the URL or from the start of the body, and
-/// returns it with the rows: any rows written inline after the query's format name come
-/// first, then the body.
-async fn read_query_and_rows(
+/// What a POST asks for.
+enum Statement {
+    /// An INSERT and its rows.
+    Insert(InsertQuery, Bytes),
+    /// Any other statement, whole: the URL's query followed by the body, as ClickHouse reads it.
+    Read(Vec<u8>),
+}
+
+/// Reads the body and tells an INSERT from a read. An INSERT's query comes from the URL or from
+/// the start of the body; any rows written inline after its format name come first, then the
+/// body.
+async fn read_statement(
     state: &AppState,
     params: &[(String, String)],
     headers: &HeaderMap,
     body: Body,
-) -> Result<(InsertQuery, Bytes), ApiError> {
-    // With the query in the URL, credentials are checked before the body is read.
-    if let Some(text) = param(params, "query")
+) -> Result<Statement, ApiError> {
+    let in_url = param(params, "query");
+    let insert_in_url =
+        in_url.is_some_and(|text| first_keyword(text.as_bytes()).as_deref() == Some("INSERT"));
+    // With the insert in the URL, credentials are checked before the body is read.
+    if insert_in_url
+        && let Some(text) = in_url
         && let Ok(query) = parse_insert(text.as_bytes())
     {
         state.access.check(&query.table, headers, params)?;
     }
     let body = read_body(headers, body, &state.limits).await?;
-    let (query, rows) = match param(params, "query") {
-        Some(text) => {
+    match in_url {
+        Some(text) if insert_in_url => {
             let query = parse_insert(text.as_bytes()).map_err(query_error)?;
             let inline = text[query.data_offset..].trim();
             let rows = if inline.is_empty() {
@@ -135,15 +293,20 @@ async fn read_query_and_rows(
                 joined.extend_from_slice(&body);
                 joined.into()
             };
-            (query, rows)
+            Ok(Statement::Insert(query, rows))
         }
-        None => {
+        Some(text) => {
+            let mut whole = text.as_bytes().to_vec();
+            whole.extend_from_slice(&body);
+            Ok(Statement::Read(whole))
+        }
+        None if first_keyword(&body).as_deref() == Some("INSERT") => {
             let query = parse_insert(&body).map_err(query_error)?;
             let rows = body.slice(query.data_offset..);
-            (query, rows)
+            Ok(Statement::Insert(query, rows))
         }
-    };
-    Ok((query, rows))
+        None => Ok(Statement::Read(body.to_vec())),
+    }
 }
 
 /// What an insert's settings ask for.
@@ -209,7 +372,9 @@ fn insert_settings(
 fn query_error(error: QueryError) -> ApiError {
     let kind = match error {
         QueryError::Format(_) => Kind::UnknownFormat,
-        QueryError::Syntax(_) | QueryError::NotInsert(_) => Kind::Syntax,
+        QueryError::Syntax(_) | QueryError::NotInsert(_) | QueryError::Unanswered(_) => {
+            Kind::Syntax
+        }
     };
     ApiError::new(kind, error.to_string())
 }

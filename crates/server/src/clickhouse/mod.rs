@@ -3,17 +3,24 @@
 //! Existing ClickHouse HTTP clients work unchanged: the query comes in the URL (rows in the body)
 //! or as the body's first line (rows after it); `db.table`, a column list, gzip and zstd bodies,
 //! `wait_for_async_insert=0` (answer once buffered) and `input_format_skip_unknown_fields=1` are
-//! understood. Errors come back as ClickHouse writes them:
+//! understood. The reads clients send when they connect (`SELECT version()`, `DESCRIBE TABLE`,
+//! ...) are answered in the format they ask for. Errors come back as ClickHouse writes them:
 //! `Code: 62. DB::Exception: Syntax error: ... (SYNTAX_ERROR)`.
 //!
 //! The database part of `db.table` is accepted and ignored: sluice's tables are one namespace.
 //!
 //! # Layout
 //!
-//! - `query.rs`: the statement parser (pure; bytes in, [`query::InsertQuery`] out).
-//! - `handler.rs`: parameters, settings, the call into the pipeline, ClickHouse-style answers.
+//! - `query.rs`: the statement lexer and the INSERT parser (pure; bytes in,
+//!   [`query::InsertQuery`] out).
+//! - `handshake.rs`: the reads sluice answers, parsed and answered (pure).
+//! - `output.rs`: small results written in ClickHouse's output formats.
+//! - `handler.rs`: insert or read, parameters, settings, the call into the pipeline,
+//!   ClickHouse-style answers and headers.
 
 mod handler;
+pub mod handshake;
+mod output;
 pub mod query;
 
-pub(crate) use handler::{insert, query_get};
+pub(crate) use handler::{post, query_get};

@@ -1,4 +1,4 @@
-//! Parsing the one statement the ClickHouse endpoint takes:
+//! The statement lexer, and parsing the statement the ClickHouse endpoint lands rows from:
 //!
 //! ```text
 //! INSERT INTO [TABLE] [db.]table [(c1, c2, ...)] [SETTINGS k = v, ...] FORMAT JSONEachRow
@@ -43,6 +43,8 @@ pub enum QueryError {
     NotInsert(String),
     /// An INSERT with a format other than JSONEachRow (or `VALUES`).
     Format(String),
+    /// A read sluice does not answer: what it answers, and what was asked.
+    Unanswered(String),
 }
 
 impl fmt::Display for QueryError {
@@ -57,6 +59,7 @@ impl fmt::Display for QueryError {
                 f,
                 "format {format} is not supported: sluice accepts INSERT ... FORMAT JSONEachRow"
             ),
+            Self::Unanswered(message) => f.write_str(message),
         }
     }
 }
@@ -64,19 +67,44 @@ impl fmt::Display for QueryError {
 impl std::error::Error for QueryError {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Token {
+pub(super) enum Token {
     Word(String),
     Quoted(String),
     Literal(String),
     Punct(u8),
 }
 
-struct Lexer<'a> {
+pub(super) struct Lexer<'a> {
     text: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Lexer<'a> {
+    pub(super) fn new(text: &'a [u8]) -> Self {
+        Self { text, pos: 0 }
+    }
+
+    /// Where the next token starts, or the end.
+    pub(super) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Goes back to `pos`, from [`Lexer::pos`], to read again from there.
+    pub(super) fn rewind(&mut self, pos: usize) {
+        self.pos = pos;
+    }
+
+    pub(super) fn expect_punct(&mut self, punct: u8) -> Result<(), QueryError> {
+        match self.next()? {
+            Some(Token::Punct(p)) if p == punct => Ok(()),
+            other => Err(QueryError::Syntax(format!(
+                "expected '{}', found {}",
+                char::from(punct),
+                describe(other.as_ref())
+            ))),
+        }
+    }
+
     fn skip_space(&mut self) -> Result<(), QueryError> {
         loop {
             let rest = &self.text[self.pos..];
@@ -97,7 +125,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn next(&mut self) -> Result<Option<Token>, QueryError> {
+    pub(super) fn next(&mut self) -> Result<Option<Token>, QueryError> {
         self.skip_space()?;
         if self.pos >= MAX_QUERY_LEN {
             return Err(QueryError::Syntax(format!(
@@ -158,7 +186,7 @@ impl<'a> Lexer<'a> {
                     Token::Quoted(text)
                 }))
             }
-            b'(' | b')' | b',' | b'.' | b'=' | b';' | b'-' | b'+' => {
+            b'(' | b')' | b',' | b'.' | b'=' | b';' | b'-' | b'+' | b'*' | b'<' | b'>' | b'!' => {
                 self.pos += 1;
                 Ok(Some(Token::Punct(first)))
             }
@@ -174,7 +202,7 @@ impl<'a> Lexer<'a> {
         String::from_utf8_lossy(&self.text[start..end]).into_owned()
     }
 
-    fn expect_word(&mut self, keyword: &str) -> Result<(), QueryError> {
+    pub(super) fn expect_word(&mut self, keyword: &str) -> Result<(), QueryError> {
         match self.next()? {
             Some(Token::Word(w)) if w.eq_ignore_ascii_case(keyword) => Ok(()),
             other => Err(QueryError::Syntax(format!(
@@ -184,7 +212,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn identifier(&mut self, what: &str) -> Result<String, QueryError> {
+    pub(super) fn identifier(&mut self, what: &str) -> Result<String, QueryError> {
         match self.next()? {
             Some(Token::Word(w)) if !w.starts_with(|c: char| c.is_ascii_digit()) => Ok(w),
             Some(Token::Quoted(q)) => Ok(q),
@@ -214,7 +242,7 @@ impl<'a> Lexer<'a> {
     }
 }
 
-fn describe(token: Option<&Token>) -> String {
+pub(super) fn describe(token: Option<&Token>) -> String {
     match token {
         None => "the end of the query".into(),
         Some(Token::Word(w)) => format!("'{w}'"),
@@ -230,13 +258,22 @@ fn is_clause_keyword(word: &str) -> bool {
         .any(|k| word.eq_ignore_ascii_case(k))
 }
 
-fn is_word(token: &Option<Token>, keyword: &str) -> bool {
+pub(super) fn is_word(token: &Option<Token>, keyword: &str) -> bool {
     matches!(token, Some(Token::Word(w)) if w.eq_ignore_ascii_case(keyword))
+}
+
+/// The statement's first word, upper-cased: what kind of statement it is. `None` when it does
+/// not start with a word.
+pub fn first_keyword(text: &[u8]) -> Option<String> {
+    match Lexer::new(text).next() {
+        Ok(Some(Token::Word(w))) => Some(w.to_ascii_uppercase()),
+        _ => None,
+    }
 }
 
 /// Parses an INSERT from the start of `text`.
 pub fn parse_insert(text: &[u8]) -> Result<InsertQuery, QueryError> {
-    let mut lx = Lexer { text, pos: 0 };
+    let mut lx = Lexer::new(text);
     expect_insert(&mut lx)?;
     lx.expect_word("INTO")?;
     let mut name = table_name(&mut lx)?;
@@ -322,7 +359,7 @@ fn column_list(lx: &mut Lexer<'_>) -> Result<Vec<String>, QueryError> {
 
 /// Reads the `k = v, ...` pairs after SETTINGS, in order, and stops before the first token
 /// that does not continue the list.
-fn settings_clause(lx: &mut Lexer<'_>) -> Result<Vec<(String, String)>, QueryError> {
+pub(super) fn settings_clause(lx: &mut Lexer<'_>) -> Result<Vec<(String, String)>, QueryError> {
     let mut settings = Vec::new();
     loop {
         let key = lx.identifier("a setting name")?;

@@ -1,0 +1,223 @@
+//! ClickHouse's official clients, installed from their registries at pinned versions by
+//! `scripts/services/clients.sh`, used as their READMEs show with only the host and port
+//! changed; and the reads every client sends when it connects, answered as ClickHouse does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use crate::common::{Server, id_counts, python};
+
+const CONFIG: &str = r#"
+[flush]
+max_age = "100ms"
+
+[tables.t]
+columns = [
+  { name = "id", type = "Int64", nullable = false },
+  { name = "name", type = "String" },
+]
+"#;
+
+/// Where `scripts/services/clients.sh` installed `@clickhouse/client`.
+fn js_modules() -> PathBuf {
+    let tools = std::env::var_os("SLUICE_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools"));
+    let modules = tools.join("clickhouse-js/node_modules");
+    assert!(
+        modules.join("@clickhouse/client").exists(),
+        "no @clickhouse/client in {}: run scripts/services/install.sh (scripts/test.sh does)",
+        modules.display()
+    );
+    modules
+}
+
+/// Runs `program` with `args`, fails the test with its output if it fails, returns its stdout.
+fn run(mut command: Command, what: &str) -> String {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Stops the server and returns how often each id landed in table `t`.
+fn landed(mut server: Server) -> Vec<(i64, usize)> {
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let mut counts: Vec<(i64, usize)> = id_counts(&server.data_dir, "t").into_iter().collect();
+    counts.sort_unstable();
+    counts
+}
+
+fn once(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, usize)> {
+    ids.into_iter().map(|id| (id, 1)).collect()
+}
+
+async fn post(server: &Server, query: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(server.url(&format!("/?{query}")))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reads_clients_send_on_connect_are_answered_as_clickhouse_does() {
+    let server = Server::start(CONFIG);
+
+    let response = post(&server, "query_id=q-1", "SELECT version(), timezone()").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let headers = response.headers().clone();
+    assert_eq!(headers["x-clickhouse-query-id"], "q-1");
+    assert_eq!(headers["x-clickhouse-timezone"], "UTC");
+    assert_eq!(headers["x-clickhouse-format"], "TabSeparated");
+    assert_eq!(headers["x-clickhouse-server-display-name"], "sluice");
+    assert_eq!(response.text().await.unwrap(), "25.8.1.1\tUTC\n");
+
+    // GET runs reads; FORMAT in the query, or default_format, picks the output.
+    let json: serde_json::Value = reqwest::get(server.url("/?query=SELECT%201%20FORMAT%20JSON"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["meta"][0]["type"], "UInt8");
+    assert_eq!(json["data"][0]["1"], 1);
+    let count = post(
+        &server,
+        "default_format=JSONEachRow",
+        "SELECT count() FROM system.databases WHERE name = 'default'",
+    )
+    .await;
+    assert_eq!(count.text().await.unwrap(), "{\"count()\":\"1\"}\n");
+    let database = post(&server, "", "SELECT currentDatabase() FORMAT JSONCompact").await;
+    let database: serde_json::Value = database.json().await.unwrap();
+    assert_eq!(database["data"][0][0], "default");
+
+    // DESCRIBE from the table's schema, in ClickHouse's types; the 7 columns clients expect.
+    let describe = post(
+        &server,
+        "default_format=TSVWithNamesAndTypes",
+        "DESCRIBE TABLE `t`",
+    )
+    .await;
+    assert_eq!(describe.status(), StatusCode::OK);
+    let text = describe.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "name\ttype\tdefault_type\tdefault_expression\tcomment\tcodec_expression\tttl_expression"
+    );
+    assert_eq!(lines[2], "id\tInt64\t\t\t\t\t");
+    assert_eq!(lines[3], "name\tNullable(String)\tDEFAULT\tNULL\t\t\t");
+    let unknown = post(&server, "", "DESCRIBE TABLE nowhere").await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(unknown.headers()["x-clickhouse-exception-code"], "60");
+    assert!(
+        unknown
+            .text()
+            .await
+            .unwrap()
+            .contains("Table default.nowhere does not exist")
+    );
+    for (table, exists) in [("t", "1\n"), ("nowhere", "0\n")] {
+        let answer = post(&server, "", &format!("EXISTS TABLE {table}")).await;
+        assert_eq!(answer.text().await.unwrap(), exists);
+    }
+
+    // Anything else is refused, saying what sluice answers.
+    let read = post(&server, "", "SELECT * FROM t").await;
+    assert_eq!(read.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(read.headers()["x-clickhouse-exception-code"], "62");
+    assert!(
+        read.text()
+            .await
+            .unwrap()
+            .contains("sluice takes INSERT statements")
+    );
+    let insert_over_get = reqwest::get(
+        server.url("/?query=INSERT%20INTO%20t%20FORMAT%20JSONEachRow%20%7B%22id%22%3A1%7D"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(insert_over_get.status(), StatusCode::BAD_REQUEST);
+    assert!(insert_over_get.text().await.unwrap().contains("POST"));
+    assert_eq!(landed(server), vec![]);
+}
+
+/// clickhouse-connect as its README shows: `get_client`, `command`, `raw_insert`.
+const PYTHON_CLIENT: &str = r#"
+import json, sys
+import clickhouse_connect
+
+client = clickhouse_connect.get_client(host="127.0.0.1", port=int(sys.argv[1]))
+out = {"version": client.server_version, "select": client.command("SELECT 1")}
+client.command('INSERT INTO t FORMAT JSONEachRow {"id": 1, "name": "command"}')
+summary = client.raw_insert(
+    "t", ["id", "name"], insert_block='{"id": 2, "name": "raw"}\n{"id": 3}\n', fmt="JSONEachRow"
+)
+out["written_rows"] = summary.written_rows
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_connect_connects_and_inserts_unchanged() {
+    let server = Server::start(CONFIG);
+    let mut command = Command::new(python());
+    command
+        .args(["-c", PYTHON_CLIENT])
+        .arg(server.addr.port().to_string());
+    let out: serde_json::Value = serde_json::from_str(&run(command, "clickhouse-connect")).unwrap();
+    assert_eq!(out["version"], "25.8.1.1");
+    assert_eq!(out["select"], 1);
+    assert_eq!(out["written_rows"], 2);
+    server
+        .wait_rows_written("t", 3, Duration::from_secs(10))
+        .await;
+    assert_eq!(landed(server), once(1..=3));
+}
+
+/// @clickhouse/client as its README shows: `ping`, `insert` with `format: 'JSONEachRow'`,
+/// `query(...).json()`.
+const JS_CLIENT: &str = r#"
+const { createClient } = require('@clickhouse/client');
+(async () => {
+  const client = createClient({ url: process.argv[1] });
+  const ping = await client.ping();
+  if (!ping.success) throw ping.error;
+  await client.insert({
+    table: 't',
+    values: [{ id: 10, name: 'js' }, { id: 11, name: null }],
+    format: 'JSONEachRow',
+  });
+  const result = await client.query({ query: 'SELECT version()', format: 'JSON' });
+  const json = await result.json();
+  console.log(JSON.stringify({ version: json.data[0]['version()'] }));
+  await client.close();
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_js_pings_and_inserts_unchanged() {
+    let server = Server::start(CONFIG);
+    let mut command = Command::new("node");
+    command
+        .env("NODE_PATH", js_modules())
+        .args(["-e", JS_CLIENT])
+        .arg(server.url(""));
+    let out: serde_json::Value = serde_json::from_str(&run(command, "@clickhouse/client")).unwrap();
+    assert_eq!(out["version"], "25.8.1.1");
+    server
+        .wait_rows_written("t", 2, Duration::from_secs(10))
+        .await;
+    assert_eq!(landed(server), once(10..=11));
+}

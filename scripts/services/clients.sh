@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# ClickHouse's official clients, at pinned versions from their registries, for the tests that
+# point them at sluice's ClickHouse door unchanged: clickhouse-connect (PyPI) into the Python
+# virtualenv the lake tests use, and @clickhouse/client (npm) into target/tools/clickhouse-js.
+# The Rust client (the `clickhouse` crate) is a dev-dependency of the end-to-end tests.
+# Does nothing when they are already there.
+#
+#   scripts/services/clients.sh install
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+venv="${SLUICE_PYTHON_VENV:-$root/target/pyreader}"
+js="${SLUICE_TOOLS_DIR:-$root/target/tools}/clickhouse-js"
+python_client=1.12.0
+js_client=1.23.1
+
+if ! "$venv/bin/python" -c "import sys; from importlib.metadata import version; sys.exit(version('clickhouse-connect') != '$python_client')" 2>/dev/null; then
+  echo "installing clickhouse-connect==$python_client into $venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check "clickhouse-connect==$python_client"
+fi
+
+if [ ! -f "$js/node_modules/@clickhouse/client/package.json" ] ||
+  ! grep -q "\"version\": \"$js_client\"" "$js/node_modules/@clickhouse/client/package.json"; then
+  if ! command -v npm >/dev/null; then
+    echo "installing nodejs and npm (the JavaScript client runs on Node.js)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  echo "installing @clickhouse/client@$js_client into $js (once)" >&2
+  mkdir -p "$js"
+  npm install --silent --no-audit --no-fund --prefix "$js" "@clickhouse/client@$js_client" >&2
+fi
