@@ -74,6 +74,8 @@ pub struct DecodeError {
     pub field: Option<String>,
     /// What is wrong, in words.
     pub message: String,
+    /// Whether `line` counts rows rather than lines (binary and row-framed formats).
+    pub counts_rows: bool,
 }
 
 impl DecodeError {
@@ -83,16 +85,18 @@ impl DecodeError {
             position: None,
             field,
             message,
+            counts_rows: false,
         }
     }
 }
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = if self.counts_rows { "row" } else { "line" };
         match (&self.line, &self.position, &self.field) {
-            (Some(line), Some(position), _) => write!(f, "line {line}, column {position}: ")?,
-            (Some(line), None, Some(field)) => write!(f, "line {line}, column '{field}': ")?,
-            (Some(line), None, None) => write!(f, "line {line}: ")?,
+            (Some(line), Some(position), _) => write!(f, "{unit} {line}, column {position}: ")?,
+            (Some(line), None, Some(field)) => write!(f, "{unit} {line}, column '{field}': ")?,
+            (Some(line), None, None) => write!(f, "{unit} {line}: ")?,
             (None, _, Some(field)) => write!(f, "column '{field}': ")?,
             (None, _, None) => {}
         }

@@ -4,6 +4,10 @@
 //!
 //! - [`name`]: validated table names (they become folder names and SQL identifiers).
 //! - [`schema`]: column types, table schemas, schema inference from a first insert.
+//! - [`options`]: how an insert's body is to be read: its format, and for JSON the door's
+//!   dialect.
+//! - [`formats`]: ClickHouse's other input formats to Arrow (`RowBinary`, `TabSeparated`, `CSV`,
+//!   `Values`, `JSONCompactEachRow`), and the one entry point for every format.
 //! - [`json`]: JSON bodies to Arrow, all or nothing, with errors naming line and column: framed
 //!   by each door's dialect, judged by serde_json, built by arrow-json; schema inference.
 //! - [`partition`]: which partition each row belongs to, and splitting a batch by partition.
@@ -21,8 +25,10 @@
 pub mod batcher;
 pub mod compaction;
 pub mod error;
+pub mod formats;
 pub mod json;
 pub mod name;
+pub mod options;
 pub mod partition;
 pub mod policy;
 pub mod retry;
@@ -33,8 +39,10 @@ pub mod throttle;
 
 pub use batcher::{Batcher, Sealed};
 pub use error::{ConfigError, DecodeError, NameError};
-pub use json::{DecodeOptions, JsonDialect, conform, decode_ndjson, infer_schema};
+pub use formats::{decode, infer_table_schema};
+pub use json::{conform, decode_ndjson, infer_schema};
 pub use name::TableName;
+pub use options::{DecodeOptions, Header, InputFormat, JsonDialect};
 pub use partition::{EmptyValue, Grouped, PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
 pub use schema::{Column, ColumnType, TableSchema};

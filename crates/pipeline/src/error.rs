@@ -75,6 +75,17 @@ pub enum InsertError {
         /// Whose limit it is.
         set_by: PartitionLimit,
     },
+    /// The insert holds more rows than its limit.
+    #[error(
+        "the insert holds {rows} rows, more than the limit of {limit} rows per insert \
+         (max_rows_per_insert); split it"
+    )]
+    TooManyRows {
+        /// Rows the insert holds.
+        rows: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The partition holds more active parts than the table's `parts_to_throw_insert`: inserts
     /// into it wait for compaction to catch up. In ClickHouse's words.
     #[error(

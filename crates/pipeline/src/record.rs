@@ -7,6 +7,10 @@
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    body (the rest)
 //! kind 2, Arrow IPC: an IPC stream with one batch (the rest)
+//! kind 3, ClickHouse format: flags u8 (1 and 2 as kind 1)
+//!                    [count u16 | (len u16 | name)*]  when flag 2
+//!                    format u8 | header u8 | CSV delimiter u8
+//!                    body (the rest)
 //! ```
 //!
 //! The raw body is logged rather than the decoded batch: it costs a copy, not an encode, and it
@@ -15,13 +19,19 @@
 //! Flags 4 and 8 name the JSON dialect the door took the insert under. A record with neither was
 //! logged before sluice checked JSON syntax, and replays under the rules it was taken by
 //! ([`JsonDialect::Lenient`]); an older sluice reading a newer log ignores both.
+//!
+//! Bodies in ClickHouse's other formats are kind 3, which a sluice that does not read them
+//! refuses by kind rather than misreading. A positional body (no header) is logged with the
+//! column names its values were read by, so a column added to the table since does not shift
+//! them at replay.
 
 use arrow::array::RecordBatch;
-use sluice_core::{DecodeOptions, JsonDialect};
+use sluice_core::{DecodeOptions, Header, InputFormat, JsonDialect};
 
 const VERSION: u8 = 1;
 const KIND_NDJSON: u8 = 1;
 const KIND_ARROW: u8 = 2;
+const KIND_FORMAT: u8 = 3;
 const FLAG_SKIP_UNKNOWN: u8 = 1;
 const FLAG_COLUMNS: u8 = 2;
 const FLAG_STRICT: u8 = 4;
@@ -30,8 +40,8 @@ const FLAG_CLICKHOUSE: u8 = 8;
 /// A logged insert.
 #[derive(Debug, Clone)]
 pub(crate) enum Record<'a> {
-    /// An NDJSON body with its decoding options.
-    Ndjson {
+    /// A body (NDJSON, or one of ClickHouse's formats) with its decoding options.
+    Body {
         table: &'a str,
         options: DecodeOptions,
         body: &'a [u8],
@@ -44,15 +54,20 @@ impl<'a> Record<'a> {
     /// The table the insert went to.
     pub(crate) fn table(&self) -> &'a str {
         match self {
-            Record::Ndjson { table, .. } | Record::Arrow { table, .. } => table,
+            Record::Body { table, .. } | Record::Arrow { table, .. } => table,
         }
     }
 }
 
-/// Encodes an NDJSON insert.
-pub(crate) fn encode_ndjson(table: &str, options: &DecodeOptions, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + table.len() + body.len());
-    head(&mut out, KIND_NDJSON, table);
+/// Encodes an insert's body with its decoding options.
+pub(crate) fn encode_body(table: &str, options: &DecodeOptions, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + table.len() + body.len());
+    let json = options.format == InputFormat::JsonEachRow;
+    head(
+        &mut out,
+        if json { KIND_NDJSON } else { KIND_FORMAT },
+        table,
+    );
     let mut flags = 0;
     if options.skip_unknown_fields {
         flags |= FLAG_SKIP_UNKNOWN;
@@ -60,11 +75,13 @@ pub(crate) fn encode_ndjson(table: &str, options: &DecodeOptions, body: &[u8]) -
     if options.columns.is_some() {
         flags |= FLAG_COLUMNS;
     }
-    flags |= match options.dialect {
-        JsonDialect::Ndjson => FLAG_STRICT,
-        JsonDialect::ClickHouse => FLAG_STRICT | FLAG_CLICKHOUSE,
-        _ => 0,
-    };
+    if json {
+        flags |= match options.dialect {
+            JsonDialect::Ndjson => FLAG_STRICT,
+            JsonDialect::ClickHouse => FLAG_STRICT | FLAG_CLICKHOUSE,
+            _ => 0,
+        };
+    }
     out.push(flags);
     if let Some(columns) = &options.columns {
         put_u16(&mut out, columns.len());
@@ -72,8 +89,46 @@ pub(crate) fn encode_ndjson(table: &str, options: &DecodeOptions, body: &[u8]) -
             put_str(&mut out, column);
         }
     }
+    if !json {
+        let (format, header) = format_code(options.format);
+        out.extend_from_slice(&[format, header, options.csv_delimiter.unwrap_or(b',')]);
+    }
     out.extend_from_slice(body);
     out
+}
+
+/// A format and its header as two bytes.
+fn format_code(format: InputFormat) -> (u8, u8) {
+    let header = |h: Header| match h {
+        Header::None => 0,
+        Header::Names => 1,
+        Header::NamesAndTypes => 2,
+    };
+    match format {
+        InputFormat::JsonCompactEachRow(h) => (1, header(h)),
+        InputFormat::TabSeparated(h) => (2, header(h)),
+        InputFormat::Csv(h) => (3, header(h)),
+        InputFormat::Values => (4, 0),
+        InputFormat::RowBinary(h) => (5, header(h)),
+        _ => (0, 0),
+    }
+}
+
+fn format_of(format: u8, header: u8) -> Result<InputFormat, String> {
+    let header = match header {
+        0 => Header::None,
+        1 => Header::Names,
+        2 => Header::NamesAndTypes,
+        other => return Err(format!("unknown header code {other}")),
+    };
+    Ok(match format {
+        1 => InputFormat::JsonCompactEachRow(header),
+        2 => InputFormat::TabSeparated(header),
+        3 => InputFormat::Csv(header),
+        4 => InputFormat::Values,
+        5 => InputFormat::RowBinary(header),
+        other => return Err(format!("unknown format code {other}")),
+    })
 }
 
 /// Encodes an Arrow batch as an IPC stream.
@@ -101,7 +156,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
     let kind = r.u8()?;
     let table = r.str()?;
     match kind {
-        KIND_NDJSON => {
+        KIND_NDJSON | KIND_FORMAT => {
             let flags = r.u8()?;
             let columns = if flags & FLAG_COLUMNS != 0 {
                 let n = r.u16()?;
@@ -113,13 +168,20 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             } else {
                 None
             };
-            Ok(Record::Ndjson {
+            let mut options = DecodeOptions {
+                dialect: dialect(flags),
+                skip_unknown_fields: flags & FLAG_SKIP_UNKNOWN != 0,
+                columns,
+                ..DecodeOptions::default()
+            };
+            if kind == KIND_FORMAT {
+                let (format, header, delimiter) = (r.u8()?, r.u8()?, r.u8()?);
+                options.format = format_of(format, header)?;
+                options.csv_delimiter = Some(delimiter);
+            }
+            Ok(Record::Body {
                 table,
-                options: DecodeOptions {
-                    dialect: dialect(flags),
-                    skip_unknown_fields: flags & FLAG_SKIP_UNKNOWN != 0,
-                    columns,
-                },
+                options,
                 body: r.rest(),
             })
         }
@@ -220,9 +282,10 @@ mod tests {
                 dialect,
                 skip_unknown_fields: true,
                 columns: Some(vec!["a".into(), "b c".into()]),
+                ..DecodeOptions::default()
             };
-            let bytes = encode_ndjson("events", &options, b"{\"a\":1}\n");
-            let Record::Ndjson {
+            let bytes = encode_body("events", &options, b"{\"a\":1}\n");
+            let Record::Body {
                 table,
                 options: got,
                 body,
@@ -233,18 +296,44 @@ mod tests {
             assert_eq!((table, body), ("events", &b"{\"a\":1}\n"[..]));
             assert_eq!(got, options);
         }
-        let plain = encode_ndjson("t", &DecodeOptions::default(), b"x");
-        let Record::Ndjson { options, .. } = decode(&plain).unwrap() else {
+        let plain = encode_body("t", &DecodeOptions::default(), b"x");
+        let Record::Body { options, .. } = decode(&plain).unwrap() else {
             panic!("wrong kind");
         };
         assert_eq!(options, DecodeOptions::default());
     }
 
     #[test]
+    fn clickhouse_formats_round_trip_with_their_header_and_delimiter() {
+        for name in InputFormat::NAMES {
+            let format = InputFormat::parse(name).unwrap();
+            let options = DecodeOptions {
+                format,
+                csv_delimiter: Some(b';'),
+                columns: Some(vec!["a".into()]),
+                ..DecodeOptions::default()
+            };
+            let bytes = encode_body("t", &options, b"\x01\x02");
+            let Record::Body {
+                options: got, body, ..
+            } = decode(&bytes).unwrap()
+            else {
+                panic!("wrong kind");
+            };
+            assert_eq!(body, b"\x01\x02", "{name}");
+            assert_eq!(got.format, format, "{name}");
+            assert_eq!(got.columns, options.columns, "{name}");
+            if format != InputFormat::JsonEachRow {
+                assert_eq!(got.csv_delimiter, Some(b';'), "{name}");
+            }
+        }
+    }
+
+    #[test]
     fn a_record_logged_before_strict_json_replays_leniently() {
         // version 1, NDJSON, table "t", flags 1 (skip unknown fields), the body.
         let logged = b"\x01\x01\x01\x00t\x01{\"a\": 1 \"b\": 2}";
-        let Record::Ndjson { options, body, .. } = decode(logged).unwrap() else {
+        let Record::Body { options, body, .. } = decode(logged).unwrap() else {
             panic!("wrong kind");
         };
         assert_eq!(options.dialect, JsonDialect::Lenient);

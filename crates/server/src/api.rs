@@ -36,13 +36,14 @@ pub(crate) async fn insert_rows(
     check_rows(&body, state.limits.max_rows_per_insert, JsonDialect::Ndjson)?;
     let inserted = state
         .pipeline
-        .insert_ndjson(Insert {
+        .insert_body(Insert {
             table: &table,
             body: &body,
             options: DecodeOptions::default(),
             ack,
             admission: Admission::Refuse,
             max_partitions: None,
+            max_rows: None,
         })
         .await?;
     Ok(Json(json!({

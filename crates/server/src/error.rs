@@ -207,6 +207,7 @@ impl From<InsertError> for ApiError {
             InsertError::Overloaded { .. } => Kind::Overloaded,
             InsertError::TooManyParts { .. } => Kind::TooManyParts,
             InsertError::TooManyPartitions { .. } => Kind::TooManyPartitions,
+            InsertError::TooManyRows { .. } => Kind::TooLarge,
             InsertError::ShuttingDown => Kind::ShuttingDown,
             InsertError::NotCommittedInTime(_) => Kind::NotCommittedInTime,
             InsertError::StoreRefused(_) | InsertError::TableRefused { .. } => Kind::StoreRefused,

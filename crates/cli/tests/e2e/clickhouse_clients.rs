@@ -8,7 +8,13 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
-use crate::common::{Server, id_counts, python};
+use std::fs::File;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::common::{Server, parts, python};
 
 const CONFIG: &str = r#"
 [flush]
@@ -48,17 +54,37 @@ fn run(mut command: Command, what: &str) -> String {
     stdout
 }
 
-/// Stops the server and returns how often each id landed in table `t`.
-fn landed(mut server: Server) -> Vec<(i64, usize)> {
+/// A row of table `t`: its id and name.
+type Row = (i64, Option<String>);
+
+/// Stops the server and returns every row of table `t` in the lake, sorted.
+fn landed(mut server: Server) -> Vec<Row> {
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
-    let mut counts: Vec<(i64, usize)> = id_counts(&server.data_dir, "t").into_iter().collect();
-    counts.sort_unstable();
-    counts
+    let mut rows = Vec::new();
+    for part in parts(&server.data_dir, "t") {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let ids = batch.column(0).as_primitive::<Int64Type>().clone();
+            let names = batch.column(1).as_string::<i32>().clone();
+            for i in 0..batch.num_rows() {
+                rows.push((
+                    ids.value(i),
+                    names.is_valid(i).then(|| names.value(i).to_owned()),
+                ));
+            }
+        }
+    }
+    rows.sort();
+    rows
 }
 
-fn once(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, usize)> {
-    ids.into_iter().map(|id| (id, 1)).collect()
+fn row(id: i64, name: Option<&str>) -> Row {
+    (id, name.map(str::to_owned))
 }
 
 async fn post(server: &Server, query: &str, body: &str) -> reqwest::Response {
@@ -151,7 +177,7 @@ async fn the_reads_clients_send_on_connect_are_answered_as_clickhouse_does() {
     .unwrap();
     assert_eq!(insert_over_get.status(), StatusCode::BAD_REQUEST);
     assert!(insert_over_get.text().await.unwrap().contains("POST"));
-    assert_eq!(landed(server), vec![]);
+    assert_eq!(landed(server), Vec::<Row>::new());
 }
 
 /// clickhouse-connect as its README shows: `get_client`, `command`, `raw_insert`.
@@ -183,11 +209,14 @@ async fn clickhouse_connect_connects_and_inserts_unchanged() {
     server
         .wait_rows_written("t", 3, Duration::from_secs(10))
         .await;
-    assert_eq!(landed(server), once(1..=3));
+    assert_eq!(
+        landed(server),
+        [row(1, Some("command")), row(2, Some("raw")), row(3, None)]
+    );
 }
 
-/// @clickhouse/client as its README shows: `ping`, `insert` with `format: 'JSONEachRow'`,
-/// `query(...).json()`.
+/// @clickhouse/client as its README shows: `ping`, `insert` with its default format
+/// (`JSONCompactEachRow`), with `format: 'JSONEachRow'`, gzipped, and `query(...).json()`.
 const JS_CLIENT: &str = r#"
 const { createClient } = require('@clickhouse/client');
 (async () => {
@@ -199,6 +228,11 @@ const { createClient } = require('@clickhouse/client');
     values: [{ id: 10, name: 'js' }, { id: 11, name: null }],
     format: 'JSONEachRow',
   });
+  await client.insert({ table: 't', values: [[12, 'compact'], [13, null]] });
+  await client.insert({ table: 't', values: [['name-first', 14]], columns: ['name', 'id'] });
+  const gzipped = createClient({ url: process.argv[1], compression: { request: true } });
+  await gzipped.insert({ table: 't', values: [[15, 'gzip']] });
+  await gzipped.close();
   const result = await client.query({ query: 'SELECT version()', format: 'JSON' });
   const json = await result.json();
   console.log(JSON.stringify({ version: json.data[0]['version()'] }));
@@ -217,7 +251,69 @@ async fn clickhouse_js_pings_and_inserts_unchanged() {
     let out: serde_json::Value = serde_json::from_str(&run(command, "@clickhouse/client")).unwrap();
     assert_eq!(out["version"], "25.8.1.1");
     server
-        .wait_rows_written("t", 2, Duration::from_secs(10))
+        .wait_rows_written("t", 6, Duration::from_secs(10))
         .await;
-    assert_eq!(landed(server), once(10..=11));
+    assert_eq!(
+        landed(server),
+        [
+            row(10, Some("js")),
+            row(11, None),
+            row(12, Some("compact")),
+            row(13, None),
+            row(14, Some("name-first")),
+            row(15, Some("gzip")),
+        ]
+    );
+}
+
+#[derive(clickhouse::Row, serde::Serialize)]
+struct Event {
+    id: i64,
+    name: Option<String>,
+}
+
+/// The Rust `clickhouse` crate as its README shows, with its defaults: the table's columns
+/// checked with `DESCRIBE TABLE` first, rows in `RowBinaryWithNamesAndTypes`, LZ4-compressed in
+/// ClickHouse's checksummed blocks (`decompress=1`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_client_inserts_and_its_inserter_commits_unchanged() {
+    let server = Server::start(CONFIG);
+    let client = clickhouse::Client::default().with_url(server.url(""));
+    let mut insert = client.insert::<Event>("t").await.unwrap();
+    for id in 20..25 {
+        let name = (id % 2 == 0).then(|| format!("rust-{id}"));
+        insert.write(&Event { id, name }).await.unwrap();
+    }
+    insert.end().await.unwrap();
+
+    let mut inserter = client
+        .inserter::<Event>("t")
+        .with_max_rows(1000)
+        .with_period(Some(Duration::from_secs(15)));
+    // Enough rows that the body spans several compressed blocks.
+    for id in 100..20_100 {
+        let name = Some(format!("inserted by the inserter, row {id}"));
+        inserter.write(&Event { id, name }).await.unwrap();
+        if id % 5_000 == 0 {
+            inserter.commit().await.unwrap();
+        }
+    }
+    inserter.end().await.unwrap();
+
+    // A table sluice does not know: the crate gets ClickHouse's answer.
+    let refused = async {
+        let mut insert = client.insert::<Event>("nowhere").await?;
+        insert.write(&Event { id: 1, name: None }).await?;
+        insert.end().await
+    };
+    let error = refused.await.unwrap_err().to_string();
+    assert!(error.contains("does not exist"), "{error}");
+    server
+        .wait_rows_written("t", 20_005, Duration::from_secs(30))
+        .await;
+    let expected: Vec<Row> = (20..25)
+        .map(|id| (id, (id % 2 == 0).then(|| format!("rust-{id}"))))
+        .chain((100..20_100).map(|id| (id, Some(format!("inserted by the inserter, row {id}")))))
+        .collect();
+    assert_eq!(landed(server), expected);
 }

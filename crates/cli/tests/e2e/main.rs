@@ -11,6 +11,7 @@ mod access;
 mod bad_input;
 mod clickhouse_clients;
 mod clickhouse_compat;
+mod clickhouse_formats;
 mod clickhouse_sink;
 mod config_errors;
 mod crash_recovery;

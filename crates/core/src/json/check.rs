@@ -32,14 +32,19 @@ const MAX_DEPTH: usize = 128;
 enum Kind {
     Integer,
     Float,
+    /// A timestamp on the ClickHouse door, where a number is Unix seconds: noted, so the row is
+    /// rewritten before arrow-json, which reads a number as microseconds.
+    Seconds,
     Other,
 }
 
-fn kind(data_type: &DataType) -> Kind {
+fn kind(data_type: &DataType, dialect: JsonDialect) -> Kind {
     if data_type.is_integer() {
         Kind::Integer
     } else if data_type.is_floating() {
         Kind::Float
+    } else if dialect == JsonDialect::ClickHouse && matches!(data_type, DataType::Timestamp(..)) {
+        Kind::Seconds
     } else {
         Kind::Other
     }
@@ -47,21 +52,24 @@ fn kind(data_type: &DataType) -> Kind {
 
 /// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
 /// arrow-json might take it. Under [`JsonDialect::Lenient`], syntax is left to arrow-json, as it
-/// was when the rows were taken.
+/// was when the rows were taken. `Ok` holds the rows, by index, that give a timestamp as a
+/// number of seconds (on the ClickHouse door only).
 pub(crate) fn check(
     schema: &SchemaRef,
     rows: &[Framed<'_>],
     dialect: JsonDialect,
-) -> Result<(), DecodeError> {
+) -> Result<Vec<usize>, DecodeError> {
     let kinds: Vec<Kind> = schema
         .fields()
         .iter()
-        .map(|f| kind(f.data_type()))
+        .map(|f| kind(f.data_type(), dialect))
         .collect();
     let mut seen = vec![false; kinds.len()];
-    for framed in rows {
+    let mut in_seconds = Vec::new();
+    for (index, framed) in rows.iter().enumerate() {
         seen.iter_mut().for_each(|s| *s = false);
         let mut problem = None;
+        let mut seconds = false;
         let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
@@ -69,8 +77,12 @@ pub(crate) fn check(
             quoted_numbers: dialect.takes_quoted_numbers(),
             seen: &mut seen,
             problem: &mut problem,
+            seconds: &mut seconds,
         };
         let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
+            if seconds {
+                in_seconds.push(index);
+            }
             continue;
         };
         if let Some((field, message)) = problem {
@@ -87,7 +99,7 @@ pub(crate) fn check(
             return Err(refusal(framed, &error));
         }
     }
-    Ok(())
+    Ok(in_seconds)
 }
 
 /// What serde_json refused in a row, said where it is in the body.
@@ -120,6 +132,8 @@ struct Row<'a> {
     seen: &'a mut [bool],
     /// The column and what is wrong with it, when the row is refused for its content.
     problem: &'a mut Option<(String, String)>,
+    /// Set when a timestamp column holds a number of seconds.
+    seconds: &'a mut bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
@@ -154,6 +168,11 @@ impl<'de> Visitor<'de> for Row<'_> {
             match self.kinds[i] {
                 Kind::Other => {
                     map.next_value_seed(Skip)?;
+                }
+                Kind::Seconds => {
+                    if map.next_value_seed(IsNumber)? {
+                        *self.seconds = true;
+                    }
                 }
                 kind => {
                     let number = Number {
@@ -271,6 +290,57 @@ impl<'de> Visitor<'de> for Number {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry_seed(Skip, Skip)?.is_some() {}
         Ok(Ok(()))
+    }
+}
+
+/// Whether a value is a number; any other value is skipped, as [`Skip`] does.
+struct IsNumber;
+
+impl<'de> DeserializeSeed<'de> for IsNumber {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IsNumber {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(true)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(true)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(true)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        Skip.visit_seq(seq).map(|()| false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+        Skip.visit_map(map).map(|()| false)
     }
 }
 

@@ -12,7 +12,7 @@ use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 
 use super::frame::{self, Row};
-use super::{DecodeOptions, check};
+use super::{DecodeOptions, check, seconds};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{TableSchema, json_kind};
@@ -37,17 +37,17 @@ pub fn decode_ndjson(
         Some(listed) => projected_schema(schema, listed)?,
     };
     let rows = frame::rows(body, options.dialect)?;
-    check::check(&target, &rows, options.dialect)?;
+    let in_seconds = check::check(&target, &rows, options.dialect)?;
+    let rewritten = seconds::rewrite(&target, &rows, &in_seconds)?;
     let skip_unknown = options.skip_unknown_fields;
     let decoded = if options.dialect.is_line_framed() {
         decode_with(&target, [body], rows.len(), skip_unknown)
     } else {
-        decode_with(
-            &target,
-            rows.iter().map(|r| r.text),
-            rows.len(),
-            skip_unknown,
-        )
+        let texts = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| rewritten.get(&i).map_or(r.text, Vec::as_slice));
+        decode_with(&target, texts, rows.len(), skip_unknown)
     };
     let batch = match decoded {
         Ok(batch) => batch,

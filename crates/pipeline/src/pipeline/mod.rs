@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use arrow::array::RecordBatch;
 use metrics::Counter;
 use sluice_core::{
-    Catalog, Column, ColumnType, DecodeOptions, TableDef, TableName, TableSchema, Verdict,
-    decode_ndjson, infer_schema,
+    Catalog, Column, ColumnType, DecodeOptions, Header, InputFormat, TableDef, TableName,
+    TableSchema, Verdict, decode, infer_table_schema,
 };
 use sluice_wal::{Completion, Wal};
 use tokio::sync::mpsc::UnboundedSender;
@@ -62,9 +62,9 @@ pub enum Admission {
 pub struct Insert<'a> {
     /// The table name as the client sent it.
     pub table: &'a str,
-    /// The NDJSON body, already decompressed.
+    /// The body, already decompressed, in the format `options` names.
     pub body: &'a [u8],
-    /// Decoding options (column list, unknown fields).
+    /// Decoding options (format, column list, unknown fields).
     pub options: DecodeOptions,
     /// When to answer.
     pub ack: AckMode,
@@ -74,6 +74,9 @@ pub struct Insert<'a> {
     /// insert may span (ClickHouse's `max_partitions_per_insert_block` setting). `None`, `0`
     /// or a higher one: the pipeline's, which a request cannot raise.
     pub max_partitions: Option<usize>,
+    /// The most rows the insert may hold (the server's `max_rows_per_insert`), checked once its
+    /// rows are decoded. `None`: no limit.
+    pub max_rows: Option<usize>,
 }
 
 /// An accepted insert.
@@ -153,6 +156,25 @@ struct Terms {
     max_partitions: Option<usize>,
 }
 
+/// `options` with the column names a positional body's values are read by: a body in a format
+/// without a header and an insert without a column list fills the table's columns in order, as
+/// they are now. Logged with the insert, they keep its values in place should a column be added
+/// before it is replayed.
+fn with_positions(mut options: DecodeOptions, schema: &TableSchema) -> DecodeOptions {
+    let positional = matches!(
+        options.format,
+        InputFormat::Values
+            | InputFormat::JsonCompactEachRow(Header::None)
+            | InputFormat::TabSeparated(Header::None)
+            | InputFormat::Csv(Header::None)
+            | InputFormat::RowBinary(Header::None)
+    );
+    if positional && options.columns.is_none() {
+        options.columns = Some(schema.columns().iter().map(|c| c.name.clone()).collect());
+    }
+    options
+}
+
 /// The limit on the partitions one insert may span, and whose it is: the pipeline's
 /// (`configured`, 0 for none), or a request's lower one.
 fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, PartitionLimit) {
@@ -180,31 +202,35 @@ impl Pipeline {
         self.inner.accepting.load(Ordering::Acquire)
     }
 
-    /// Decodes, buffers and (by its ack mode) waits for one NDJSON insert.
-    pub async fn insert_ndjson(&self, insert: Insert<'_>) -> Result<Inserted, InsertError> {
+    /// Decodes, buffers and (by its ack mode) waits for one insert's body, in the format its
+    /// options name.
+    pub async fn insert_body(&self, insert: Insert<'_>) -> Result<Inserted, InsertError> {
         let name = self.precheck(insert.table, insert.ack, insert.admission)?;
         let handle = self
             .table_for(&name, || {
-                infer_schema(insert.body, insert.options.dialect).map_err(InsertError::from)
+                infer_table_schema(insert.body, &insert.options).map_err(InsertError::from)
             })
             .await?;
+        let options = with_positions(insert.options, handle.def.schema());
         let batch = if insert.body.len() > DECODE_INLINE_MAX {
             let schema = handle.def.schema().clone();
             let body = insert.body.to_vec();
-            let options = insert.options.clone();
-            tokio::task::spawn_blocking(move || decode_ndjson(&schema, &body, &options))
+            let options = options.clone();
+            tokio::task::spawn_blocking(move || decode(&schema, &body, &options))
                 .await
                 .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
         } else {
-            decode_ndjson(handle.def.schema(), insert.body, &insert.options)?
+            decode(handle.def.schema(), insert.body, &options)?
         };
-        let record = || {
-            Ok(record::encode_ndjson(
-                insert.table,
-                &insert.options,
-                insert.body,
-            ))
-        };
+        if let Some(limit) = insert.max_rows
+            && batch.num_rows() > limit
+        {
+            return Err(InsertError::TooManyRows {
+                rows: batch.num_rows(),
+                limit,
+            });
+        }
+        let record = || Ok(record::encode_body(insert.table, &options, insert.body));
         let terms = Terms {
             ack: insert.ack,
             admission: insert.admission,

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_core::{
-    DecodeOptions, EmptyValue, PartitionKey, TableName, TableSchema, conform, decode_ndjson,
+    DecodeOptions, EmptyValue, InputFormat, PartitionKey, TableName, TableSchema, conform, decode,
 };
 use sluice_wal::Wal;
 
@@ -25,18 +25,21 @@ pub struct ReplayReport {
 }
 
 /// The decoding options of a logged insert, replayed against the table's columns as they are
-/// now: keys and listed columns the table no longer has are left out.
+/// now: keys and listed columns the table no longer has are left out. A JSON insert's list is
+/// cut to the columns the table still has; another format's values are positional, so its list
+/// stays whole and the values of a column dropped since are skipped.
 fn replay_options(schema: &TableSchema, logged: &DecodeOptions) -> DecodeOptions {
+    let json = logged.format == InputFormat::JsonEachRow;
     DecodeOptions {
-        dialect: logged.dialect,
         skip_unknown_fields: true,
         columns: logged.columns.as_ref().map(|listed| {
             listed
                 .iter()
-                .filter(|name| schema.column(name).is_some())
+                .filter(|name| !json || schema.column(name).is_some())
                 .cloned()
                 .collect()
         }),
+        ..logged.clone()
     }
 }
 
@@ -122,8 +125,8 @@ fn logged_pieces<'t>(
     // after the change), and a nullable one added since is null in them.
     let schema = handle.def.schema();
     let batch = match &record {
-        Record::Ndjson { options, body, .. } => {
-            decode_ndjson(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
+        Record::Body { options, body, .. } => {
+            decode(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
         }
         Record::Arrow { ipc, .. } => {
             record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))

@@ -25,13 +25,14 @@ pub(crate) fn table(layout: TableLayout, max_rows: i64) -> TableDef {
 
 /// Inserts the NDJSON `body` into table `t`, refused (not waited for) when the buffer is full.
 pub(crate) async fn insert(p: &Pipeline, body: &[u8], ack: AckMode) -> Result<(), InsertError> {
-    p.insert_ndjson(Insert {
+    p.insert_body(Insert {
         table: "t",
         body,
         options: Default::default(),
         ack,
         admission: Admission::Refuse,
         max_partitions: None,
+        max_rows: None,
     })
     .await
     .map(|_| ())

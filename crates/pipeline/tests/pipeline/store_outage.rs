@@ -75,6 +75,7 @@ fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
         ack,
         admission,
         max_partitions: None,
+        max_rows: None,
     }
 }
 
@@ -97,7 +98,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
         let p = pipeline.clone();
         committed.push(tokio::spawn(async move {
             let body = rows(i * 100..(i + 1) * 100);
-            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Refuse))
+            p.insert_body(insert(&body, AckMode::Committed, Admission::Refuse))
                 .await
         }));
     }
@@ -115,7 +116,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
     let overloaded = loop {
         let body = rows(next..next + 100);
         match pipeline
-            .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+            .insert_body(insert(&body, AckMode::Async, Admission::Refuse))
             .await
         {
             Ok(_) => accepted.push(next..next + 100),
@@ -134,7 +135,7 @@ async fn rows_wait_out_an_outage_within_the_memory_bound_and_land_once() {
         let p = pipeline.clone();
         let body = rows(900_000..900_100);
         tokio::spawn(async move {
-            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Wait))
+            p.insert_body(insert(&body, AckMode::Committed, Admission::Wait))
                 .await
         })
     };
@@ -189,13 +190,13 @@ async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
         let p = pipeline.clone();
         tokio::spawn(async move {
             let body = rows(0..10);
-            p.insert_ndjson(insert(&body, AckMode::Committed, Admission::Refuse))
+            p.insert_body(insert(&body, AckMode::Committed, Admission::Refuse))
                 .await
         })
     };
     let body = rows(10..20);
     pipeline
-        .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+        .insert_body(insert(&body, AckMode::Async, Admission::Refuse))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -207,7 +208,7 @@ async fn shutdown_gives_up_on_a_dead_store_and_says_so() {
     assert_eq!(pipeline.memory().0, 0);
     // After shutdown, inserts are refused.
     let late = pipeline
-        .insert_ndjson(insert(&body, AckMode::Async, Admission::Refuse))
+        .insert_body(insert(&body, AckMode::Async, Admission::Refuse))
         .await;
     assert!(matches!(late, Err(InsertError::ShuttingDown)));
 }
@@ -243,11 +244,12 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
         ack: AckMode::Async,
         admission: Admission::Refuse,
         max_partitions: None,
+        max_rows: None,
     };
     // Both tables exist; then `stalled`'s store fails.
     let row: &'static [u8] = b"{\"id\":1,\"service\":\"a\"}\n";
-    pipeline.insert_ndjson(into("stalled", row)).await.unwrap();
-    pipeline.insert_ndjson(into("healthy", row)).await.unwrap();
+    pipeline.insert_body(into("stalled", row)).await.unwrap();
+    pipeline.insert_body(into("healthy", row)).await.unwrap();
     common::wait_for("both tables' first row", || {
         pipeline.tables().iter().all(|t| t.rows_written == 1)
     })
@@ -257,7 +259,7 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
 
     let many: &'static [u8] = Box::leak(rows(0..200).into_boxed_slice());
     let refused = loop {
-        match pipeline.insert_ndjson(into("stalled", many)).await {
+        match pipeline.insert_body(into("stalled", many)).await {
             Ok(_) => {}
             Err(e) => break e,
         }
@@ -286,7 +288,7 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
 
     // The other table still has the other half.
     for _ in 0..5 {
-        pipeline.insert_ndjson(into("healthy", many)).await.unwrap();
+        pipeline.insert_body(into("healthy", many)).await.unwrap();
     }
     // The healthy table lands while the other one's store is still down.
     common::wait_for("the healthy table to land", || {

@@ -7,9 +7,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sluice_core::name::printable;
-use sluice_core::{DecodeOptions, JsonDialect};
+use sluice_core::{DecodeOptions, InputFormat, JsonDialect};
 use sluice_pipeline::{AckMode, Admission, Insert};
 
+use super::compressed::{BlockError, decompress_blocks};
 use super::handshake::{DATABASE, Read, answer, parse_read};
 use super::output::OutputFormat;
 use super::query::{InsertQuery, QueryError, first_keyword, parse_insert};
@@ -153,6 +154,7 @@ fn answer_read(
     headers: &HeaderMap,
     text: &[u8],
 ) -> Result<Answer, ApiError> {
+    refuse_compressed_answer(params)?;
     let query = parse_read(text).map_err(query_error)?;
     let format_name = query
         .format
@@ -205,23 +207,26 @@ async fn run_insert(
     query: &InsertQuery,
     rows: &Bytes,
 ) -> Result<u64, ApiError> {
-    refuse_native_compression(params)?;
     state.access.check(&query.table, headers, params)?;
-    check_rows(
-        rows,
-        state.limits.max_rows_per_insert,
-        JsonDialect::ClickHouse,
-    )?;
     let settings = insert_settings(query, params)?;
+    if settings.options.format == InputFormat::JsonEachRow {
+        // Counted before decoding; other formats are counted as they decode.
+        check_rows(
+            rows,
+            state.limits.max_rows_per_insert,
+            JsonDialect::ClickHouse,
+        )?;
+    }
     let inserted = state
         .pipeline
-        .insert_ndjson(Insert {
+        .insert_body(Insert {
             table: &query.table,
             body: rows,
             options: settings.options,
             ack: settings.ack,
             admission: Admission::Refuse,
             max_partitions: settings.max_partitions,
+            max_rows: Some(state.limits.max_rows_per_insert),
         })
         .await?;
     Ok(inserted.rows)
@@ -236,18 +241,35 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// Refuses `compress=1` and `decompress=1`: ClickHouse's native block compression.
-fn refuse_native_compression(params: &[(String, String)]) -> Result<(), ApiError> {
-    for native in ["compress", "decompress"] {
-        if param(params, native).is_some_and(|v| v == "1") {
-            return Err(ApiError::new(
-                Kind::BadRequest,
-                format!(
-                    "{native}=1 (ClickHouse's native block compression) is not supported; \
-                     send Content-Encoding: gzip or zstd instead"
-                ),
-            ));
-        }
+/// The body with ClickHouse's compressed blocks undone, when the request says `decompress=1`
+/// (after its `Content-Encoding`, as ClickHouse reads it). The blocks' checksums are verified,
+/// and what they decompress to is held to the body limit.
+fn decompressed(params: &[(String, String)], body: Bytes, limit: usize) -> Result<Bytes, ApiError> {
+    if param(params, "decompress").is_none_or(|v| v != "1") {
+        return Ok(body);
+    }
+    match decompress_blocks(&body, limit) {
+        Ok(raw) => Ok(raw.into()),
+        Err(error @ BlockError::TooLarge { .. }) => Err(ApiError::new(
+            Kind::TooLarge,
+            format!("decompress=1: {error}"),
+        )),
+        Err(error) => Err(ApiError::new(
+            Kind::BadRequest,
+            format!("decompress=1: {error}"),
+        )),
+    }
+}
+
+/// Refuses `compress=1` on a read: answers in ClickHouse's compressed blocks are not written.
+/// An insert's answer has no body, so there it changes nothing.
+fn refuse_compressed_answer(params: &[(String, String)]) -> Result<(), ApiError> {
+    if param(params, "compress").is_some_and(|v| v == "1") {
+        return Err(ApiError::new(
+            Kind::BadRequest,
+            "compress=1 (answers in ClickHouse's compressed blocks) is not supported on reads; \
+             leave it out",
+        ));
     }
     Ok(())
 }
@@ -280,16 +302,22 @@ async fn read_statement(
         state.access.check(&query.table, headers, params)?;
     }
     let body = read_body(headers, body, &state.limits).await?;
+    let body = decompressed(params, body, state.limits.max_body_bytes)?;
     match in_url {
         Some(text) if insert_in_url => {
             let query = parse_insert(text.as_bytes()).map_err(query_error)?;
-            let inline = text[query.data_offset..].trim();
-            let rows = if inline.is_empty() {
+            let inline = &text.as_bytes()[data_start(text.as_bytes(), query.data_offset)..];
+            let rows = if inline.iter().all(u8::is_ascii_whitespace) {
                 body
             } else {
+                // ClickHouse reads the query's data and the body as one stream; JSON rows
+                // also get a newline between them, which JSON ignores.
+                let json = InputFormat::parse(&query.format) == Some(InputFormat::JsonEachRow);
                 let mut joined = Vec::with_capacity(inline.len() + 1 + body.len());
-                joined.extend_from_slice(inline.as_bytes());
-                joined.push(b'\n');
+                joined.extend_from_slice(inline);
+                if json {
+                    joined.push(b'\n');
+                }
                 joined.extend_from_slice(&body);
                 joined.into()
             };
@@ -302,11 +330,27 @@ async fn read_statement(
         }
         None if first_keyword(&body).as_deref() == Some("INSERT") => {
             let query = parse_insert(&body).map_err(query_error)?;
-            let rows = body.slice(query.data_offset..);
+            let rows = body.slice(data_start(&body, query.data_offset)..);
             Ok(Statement::Insert(query, rows))
         }
         None => Ok(Statement::Read(body.to_vec())),
     }
+}
+
+/// Where an insert's data starts after its format name (at `offset`): past spaces and tabs,
+/// then one `\r` and one `\n`, as ClickHouse reads it, so a binary body's first byte is data.
+fn data_start(text: &[u8], offset: usize) -> usize {
+    let mut at = offset;
+    while matches!(text.get(at), Some(b' ' | b'\t' | 0x0c)) {
+        at += 1;
+    }
+    if text.get(at) == Some(&b'\r') {
+        at += 1;
+    }
+    if text.get(at) == Some(&b'\n') {
+        at += 1;
+    }
+    at.min(text.len())
 }
 
 /// What an insert's settings ask for.
@@ -347,6 +391,9 @@ fn insert_settings(
         dialect: JsonDialect::ClickHouse,
         skip_unknown_fields: setting("input_format_skip_unknown_fields").is_some_and(truthy),
         columns: query.columns.clone(),
+        // The parser took only a format sluice reads.
+        format: InputFormat::parse(&query.format).unwrap_or_default(),
+        csv_delimiter: csv_delimiter(setting("format_csv_delimiter"))?,
     };
     // Lowers the server's max_partitions_per_insert for this insert; cannot raise it.
     let max_partitions = setting("max_partitions_per_insert_block")
@@ -367,6 +414,22 @@ fn insert_settings(
         options,
         max_partitions,
     })
+}
+
+/// ClickHouse's `format_csv_delimiter`: one character.
+fn csv_delimiter(setting: Option<&str>) -> Result<Option<u8>, ApiError> {
+    match setting.map(str::as_bytes) {
+        None => Ok(None),
+        Some([byte]) if byte.is_ascii() && *byte != b'"' && *byte != b'\n' => Ok(Some(*byte)),
+        Some(_) => Err(ApiError::new(
+            Kind::BadRequest,
+            format!(
+                "format_csv_delimiter: '{}' is not one ASCII character other than a quote or a \
+                 newline",
+                printable(setting.unwrap_or_default())
+            ),
+        )),
+    }
 }
 
 fn query_error(error: QueryError) -> ApiError {

@@ -1,9 +1,10 @@
-//! The ClickHouse-compatible endpoint: `POST /?query=INSERT INTO t FORMAT JSONEachRow`.
+//! The ClickHouse-compatible endpoint: `POST /?query=INSERT INTO t FORMAT <format>`.
 //!
 //! Existing ClickHouse HTTP clients work unchanged: the query comes in the URL (rows in the body)
-//! or as the body's first line (rows after it); `db.table`, a column list, gzip and zstd bodies,
-//! `wait_for_async_insert=0` (answer once buffered) and `input_format_skip_unknown_fields=1` are
-//! understood. The reads clients send when they connect (`SELECT version()`, `DESCRIBE TABLE`,
+//! or at the start of the body (rows after it); `db.table`, a column list, ClickHouse's input
+//! formats ([`sluice_core::InputFormat`]), its Content-Encodings and its compressed blocks
+//! (`decompress=1`), `wait_for_async_insert=0` (answer once buffered) and
+//! `input_format_skip_unknown_fields=1` are understood. The reads clients send when they connect (`SELECT version()`, `DESCRIBE TABLE`,
 //! ...) are answered in the format they ask for. Errors come back as ClickHouse writes them:
 //! `Code: 62. DB::Exception: Syntax error: ... (SYNTAX_ERROR)`.
 //!
@@ -15,9 +16,12 @@
 //!   [`query::InsertQuery`] out).
 //! - `handshake.rs`: the reads sluice answers, parsed and answered (pure).
 //! - `output.rs`: small results written in ClickHouse's output formats.
+//! - `compressed.rs`: ClickHouse's compressed blocks (`decompress=1`): checksums verified,
+//!   LZ4 and ZSTD.
 //! - `handler.rs`: insert or read, parameters, settings, the call into the pipeline,
 //!   ClickHouse-style answers and headers.
 
+pub mod compressed;
 mod handler;
 pub mod handshake;
 mod output;

@@ -1,7 +1,8 @@
 //! The statement lexer, and parsing the statement the ClickHouse endpoint lands rows from:
 //!
 //! ```text
-//! INSERT INTO [TABLE] [db.]table [(c1, c2, ...)] [SETTINGS k = v, ...] FORMAT JSONEachRow
+//! INSERT INTO [TABLE] [db.]table [(c1, c2, ...)] [SETTINGS k = v, ...] FORMAT <format>
+//! INSERT INTO [TABLE] [db.]table [(c1, c2, ...)] [SETTINGS k = v, ...] VALUES (...), ...
 //! ```
 //!
 //! Keywords are case-insensitive; identifiers are bare (`[A-Za-z_][A-Za-z0-9_]*`), or quoted with
@@ -11,11 +12,10 @@
 
 use std::fmt;
 
+use sluice_core::InputFormat;
+
 /// The longest query text read from the start of a body before giving up.
 pub const MAX_QUERY_LEN: usize = 64 * 1024;
-
-/// Formats sluice decodes, as ClickHouse spells them.
-pub const JSON_EACH_ROW: [&str; 3] = ["JSONEachRow", "JSONLines", "NDJSON"];
 
 /// A parsed INSERT.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub enum QueryError {
     Syntax(String),
     /// A statement other than INSERT.
     NotInsert(String),
-    /// An INSERT with a format other than JSONEachRow (or `VALUES`).
+    /// An INSERT with a format sluice does not read.
     Format(String),
     /// A read sluice does not answer: what it answers, and what was asked.
     Unanswered(String),
@@ -53,11 +53,12 @@ impl fmt::Display for QueryError {
             Self::Syntax(m) => write!(f, "Syntax error: {m}"),
             Self::NotInsert(keyword) => write!(
                 f,
-                "sluice accepts only INSERT INTO ... FORMAT JSONEachRow, not {keyword} statements"
+                "sluice lands rows from INSERT INTO ... FORMAT or VALUES, not {keyword} statements"
             ),
             Self::Format(format) => write!(
                 f,
-                "format {format} is not supported: sluice accepts INSERT ... FORMAT JSONEachRow"
+                "format {format} is not supported: sluice reads {}",
+                InputFormat::NAMES.join(", ")
             ),
             Self::Unanswered(message) => f.write_str(message),
         }
@@ -386,22 +387,20 @@ pub(super) fn settings_clause(lx: &mut Lexer<'_>) -> Result<Vec<(String, String)
 /// of its other names.
 fn format_name(lx: &mut Lexer<'_>, token: Option<Token>) -> Result<String, QueryError> {
     if is_word(&token, "VALUES") {
-        return Err(QueryError::Format("VALUES".into()));
+        // The tuples follow the keyword: they are the rows, read as the `Values` format.
+        return Ok("Values".into());
     }
     if is_word(&token, "SELECT") || is_word(&token, "WITH") {
         return Err(QueryError::Format("INSERT ... SELECT".into()));
     }
     if !is_word(&token, "FORMAT") {
         return Err(QueryError::Syntax(format!(
-            "expected FORMAT JSONEachRow, found {}",
+            "expected FORMAT or VALUES, found {}",
             describe(token.as_ref())
         )));
     }
     let format = lx.identifier("a format name")?;
-    if !JSON_EACH_ROW
-        .iter()
-        .any(|f| f.eq_ignore_ascii_case(&format))
-    {
+    if InputFormat::parse(&format).is_none() {
         return Err(QueryError::Format(format));
     }
     Ok(format)
@@ -469,13 +468,16 @@ mod tests {
             parse("SELECT 1").unwrap_err(),
             QueryError::NotInsert("SELECT".into())
         );
+        let values = "INSERT INTO t VALUES (1)";
+        let q = parse(values).unwrap();
         assert_eq!(
-            parse("INSERT INTO t VALUES (1)").unwrap_err(),
-            QueryError::Format("VALUES".into())
+            (q.format.as_str(), &values[q.data_offset..]),
+            ("Values", " (1)")
         );
+        assert_eq!(parse("INSERT INTO t FORMAT CSV").unwrap().format, "CSV");
         assert_eq!(
-            parse("INSERT INTO t FORMAT CSV").unwrap_err(),
-            QueryError::Format("CSV".into())
+            parse("INSERT INTO t FORMAT Parquet").unwrap_err(),
+            QueryError::Format("Parquet".into())
         );
         assert!(matches!(parse("INSERT INTO t"), Err(QueryError::Syntax(_))));
         assert!(matches!(

@@ -1,0 +1,354 @@
+//! Every input format the ClickHouse door reads, sent as curl would, lands the same rows with the
+//! values sent: the same two rows in each format, read back from the lake column by column.
+//! Also the encodings ClickHouse takes (`Content-Encoding`, `decompress=1`) and the refusals.
+
+use std::fs::File;
+use std::io::Write;
+use std::time::Duration;
+
+use arrow::array::Array;
+use arrow::util::display::array_value_to_string;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use reqwest::StatusCode;
+
+use crate::common::{Server, parts};
+
+const CONFIG: &str = r#"
+[flush]
+max_age = "100ms"
+
+[tables.f]
+columns = [
+  { name = "id", type = "Int64", nullable = false },
+  { name = "name", type = "String" },
+  { name = "score", type = "Float64" },
+  { name = "at", type = "timestamp" },
+  { name = "ok", type = "bool" },
+  { name = "day", type = "date" },
+]
+"#;
+
+/// The two rows each format carries, as the lake shows them (`id` is the format's own).
+fn expected(id: i64) -> [Vec<Option<String>>; 2] {
+    let text = |s: &str| Some(s.to_owned());
+    [
+        vec![
+            Some(id.to_string()),
+            text("a\tb \"c\""),
+            text("1.5"),
+            text("2026-11-29T12:00:00Z"),
+            text("true"),
+            text("2026-11-29"),
+        ],
+        vec![
+            Some((id + 1).to_string()),
+            None,
+            None,
+            None,
+            text("false"),
+            None,
+        ],
+    ]
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    out.push(u8::try_from(s.len()).unwrap());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// The rows in `RowBinary`, as `DESCRIBE TABLE` announces the columns.
+fn row_binary(id: i64) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&id.to_le_bytes());
+    out.push(0);
+    string(&mut out, "a\tb \"c\"");
+    out.push(0);
+    out.extend_from_slice(&1.5_f64.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&1_795_953_600_000_000_i64.to_le_bytes());
+    out.extend_from_slice(&[0, 1, 0]);
+    out.extend_from_slice(&20_786_i32.to_le_bytes());
+    out.extend_from_slice(&(id + 1).to_le_bytes());
+    out.extend_from_slice(&[1, 1, 1, 0, 0, 1]);
+    out
+}
+
+/// The rows in `RowBinaryWithNamesAndTypes`, with types of the client's choosing: `DateTime`
+/// (seconds), `Date` (`UInt16` days), `Int32` for the id.
+fn row_binary_with_types(id: i64) -> Vec<u8> {
+    let mut out = vec![6];
+    for name in ["day", "at", "ok", "score", "name", "id"] {
+        string(&mut out, name);
+    }
+    for ty in [
+        "Nullable(Date)",
+        "Nullable(DateTime('UTC'))",
+        "Bool",
+        "Nullable(Float64)",
+        "LowCardinality(Nullable(String))",
+        "Int32",
+    ] {
+        string(&mut out, ty);
+    }
+    let id = i32::try_from(id).unwrap();
+    out.push(0);
+    out.extend_from_slice(&20_786_u16.to_le_bytes());
+    out.push(0);
+    out.extend_from_slice(&1_795_953_600_u32.to_le_bytes());
+    out.push(1);
+    out.push(0);
+    out.extend_from_slice(&1.5_f64.to_le_bytes());
+    out.push(0);
+    string(&mut out, "a\tb \"c\"");
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&[1, 1, 0, 1, 1]);
+    out.extend_from_slice(&(id + 1).to_le_bytes());
+    out
+}
+
+/// Each format and its body holding [`expected`]'s rows for `id`.
+fn bodies(id: i64) -> Vec<(&'static str, Vec<u8>)> {
+    let next = id + 1;
+    let names = "id\tname\tscore\tat\tok\tday\n";
+    let types = "Int64\tNullable(String)\tNullable(Float64)\tDateTime\tBool\tDate\n";
+    let tsv_rows = format!(
+        "{id}\ta\\tb \"c\"\t1.5\t2026-11-29 12:00:00\ttrue\t2026-11-29\n\
+         {next}\t\\N\t\\N\t\\N\tfalse\t\\N\n"
+    );
+    let csv_rows =
+        format!("{id},\"a\tb \"\"c\"\"\",1.5,1795953600,1,2026-11-29\n{next},\\N,,,0,\n");
+    let compact_rows = format!(
+        "[{id},\"a\\tb \\\"c\\\"\",1.5,1795953600,true,\"2026-11-29\"]\n\
+         [\"{next}\",null,null,null,false,null]\n"
+    );
+    let json_names = "[\"id\",\"name\",\"score\",\"at\",\"ok\",\"day\"]\n";
+    let json_types = "[\"Int64\",\"String\",\"Float64\",\"DateTime\",\"Bool\",\"Date\"]\n";
+    vec![
+        (
+            "JSONEachRow",
+            format!(
+                "{{\"id\":{id},\"name\":\"a\\tb \\\"c\\\"\",\"score\":1.5,\
+                 \"at\":1795953600,\"ok\":true,\"day\":\"2026-11-29\"}}\n\
+                 {{\"id\":\"{next}\",\"ok\":false}}"
+            )
+            .into_bytes(),
+        ),
+        ("JSONCompactEachRow", compact_rows.clone().into_bytes()),
+        (
+            "JSONCompactEachRowWithNames",
+            format!("{json_names}{compact_rows}").into_bytes(),
+        ),
+        (
+            "JSONCompactEachRowWithNamesAndTypes",
+            format!("{json_names}{json_types}{compact_rows}").into_bytes(),
+        ),
+        ("TabSeparated", tsv_rows.clone().into_bytes()),
+        ("TSVWithNames", format!("{names}{tsv_rows}").into_bytes()),
+        (
+            "TabSeparatedWithNamesAndTypes",
+            format!("{names}{types}{tsv_rows}").into_bytes(),
+        ),
+        ("CSV", csv_rows.clone().into_bytes()),
+        (
+            "CSVWithNames",
+            format!("id,name,score,at,ok,day\n{csv_rows}").into_bytes(),
+        ),
+        (
+            "Values",
+            format!(
+                "({id}, 'a\\tb \"c\"', 1.5, '2026-11-29 12:00:00', true, '2026-11-29'), \
+                 ({next}, NULL, NULL, NULL, false, NULL)"
+            )
+            .into_bytes(),
+        ),
+        ("RowBinary", row_binary(id)),
+        ("RowBinaryWithNamesAndTypes", row_binary_with_types(id)),
+    ]
+}
+
+async fn insert(server: &Server, query: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> String {
+    let mut request = reqwest::Client::new()
+        .post(server.url("/"))
+        .query(&[("query", query)])
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{query}: {text}");
+    text
+}
+
+/// Every row of table `f` in the lake, each cell as the lake shows it, sorted by id.
+fn landed(mut server: Server) -> Vec<Vec<Option<String>>> {
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let mut rows = Vec::new();
+    for part in parts(&server.data_dir, "f") {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            for i in 0..batch.num_rows() {
+                let cell = |column: &dyn Array| {
+                    column
+                        .is_valid(i)
+                        .then(|| array_value_to_string(column, i).unwrap())
+                };
+                rows.push(batch.columns().iter().map(|c| cell(c.as_ref())).collect());
+            }
+        }
+    }
+    rows.sort_by_key(|row: &Vec<Option<String>>| {
+        row[0]
+            .as_deref()
+            .unwrap_or_default()
+            .parse::<i64>()
+            .unwrap()
+    });
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_format_lands_the_values_sent() {
+    let server = Server::start(CONFIG);
+    let mut want = Vec::new();
+    let formats: Vec<&str> = bodies(0).into_iter().map(|(format, _)| format).collect();
+    for (n, format) in formats.into_iter().enumerate() {
+        let id = 10 * n as i64;
+        let body = bodies(id).swap_remove(n).1;
+        insert(
+            &server,
+            &format!("INSERT INTO f FORMAT {format}"),
+            body,
+            &[],
+        )
+        .await;
+        want.extend(expected(id));
+    }
+    // The query and its data in one body, as clients that put the query first send it.
+    let mut body = b"INSERT INTO f FORMAT RowBinary\n".to_vec();
+    body.extend(row_binary(1000));
+    insert_body(&server, body).await;
+    want.extend(expected(1000));
+    let values = "INSERT INTO default.f (id, ok) VALUES (2000, 1), (2001, 0)";
+    insert_body(&server, values.as_bytes().to_vec()).await;
+    want.push(vec![
+        Some("2000".into()),
+        None,
+        None,
+        None,
+        Some("true".into()),
+        None,
+    ]);
+    want.push(vec![
+        Some("2001".into()),
+        None,
+        None,
+        None,
+        Some("false".into()),
+        None,
+    ]);
+
+    let rows = want.len() as u64;
+    server
+        .wait_rows_written("f", rows, Duration::from_secs(10))
+        .await;
+    assert_eq!(landed(server), want);
+}
+
+async fn insert_body(server: &Server, body: Vec<u8>) {
+    let response = reqwest::Client::new()
+        .post(server.url("/"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    assert_eq!(status, StatusCode::OK, "{}", response.text().await.unwrap());
+}
+
+fn deflate(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn lz4_frame(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = lz4_flex::frame::FrameEncoder::new(Vec::new());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_encodings_decode_and_bad_bodies_are_refused_with_row_and_column() {
+    let server = Server::start(CONFIG);
+    let query = "INSERT INTO f FORMAT TSV";
+    insert(
+        &server,
+        query,
+        deflate(b"1\tdeflate\t\\N\t\\N\t\\N\t\\N\n"),
+        &[("content-encoding", "deflate")],
+    )
+    .await;
+    // Two LZ4 frames back to back, as clickhouse-connect sends a body of several blocks.
+    let mut frames = lz4_frame(b"2\tlz4\t\\N\t\\N\t\\N\t\\N\n");
+    frames.extend(lz4_frame(b"3\tlz4\t\\N\t\\N\t\\N\t\\N\n"));
+    insert(&server, query, frames, &[("content-encoding", "lz4")]).await;
+
+    let client = reqwest::Client::new();
+    for (format, body, says) in [
+        (
+            "TSV",
+            &b"4\ta\t\\N\t\\N\t\\N\t\\N\t5\n"[..],
+            "line 1: the row has 7 values",
+        ),
+        (
+            "CSV",
+            b"4,a,,,,\n5,b,x,,,\n",
+            "line 2, column 'score': 'x' is not a number",
+        ),
+        (
+            "RowBinary",
+            &4_i64.to_le_bytes()[..5],
+            "row 1, column 'id': the body ends",
+        ),
+        (
+            "JSONCompactEachRow",
+            b"[4,\"a\",null,null,null,null]\n[5,,]",
+            "row 2: invalid JSON",
+        ),
+        (
+            "Values",
+            b"(4, 'a', NULL, NULL, NULL, NULL) x",
+            "row 2: unexpected 'x'",
+        ),
+        (
+            "JSONEachRow",
+            b"{\"id\": 4,,}",
+            "line 1, column 10: invalid JSON",
+        ),
+    ] {
+        let response = client
+            .post(server.url("/"))
+            .query(&[("query", format!("INSERT INTO f FORMAT {format}"))])
+            .body(body.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{format}");
+        assert_eq!(response.headers()["x-clickhouse-exception-code"], "117");
+        let text = response.text().await.unwrap();
+        assert!(text.contains(says), "{format}: {text}");
+    }
+    server
+        .wait_rows_written("f", 3, Duration::from_secs(10))
+        .await;
+    let rows = landed(server);
+    let ids: Vec<_> = rows.iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(ids, ["1", "2", "3"], "a refused insert left no row");
+}

@@ -1,0 +1,115 @@
+//! Every body format into the table's Arrow schema, all or nothing, with errors that name the
+//! row and the column: JSON objects through [`crate::json`], ClickHouse's other input formats
+//! here.
+//!
+//! # Layout
+//!
+//! Each file imports only from the ones above it.
+//!
+//! - `text`: values written as text, read as ClickHouse's text formats write them.
+//! - `columns`: the table's columns built a row at a time, each value converted with a range
+//!   check; what a row leaves out is null, or refused when required.
+//! - `wire`: ClickHouse types as binary bodies declare them, and their `RowBinary` layout.
+//! - `rowbinary`, `separated` (`TabSeparated` and `CSV`), `values`, `compact` (JSON arrays):
+//!   one decoder per format.
+//!
+//! Formats other than JSON are decoded by hand: the `csv` crate frames CSV and serde_json parses
+//! JSON arrays, but no crate reads ClickHouse's `RowBinary`, its `TabSeparated` escapes or its
+//! `Values` literals into Arrow.
+
+mod columns;
+mod compact;
+mod rowbinary;
+mod separated;
+mod text;
+mod values;
+mod wire;
+
+use arrow::array::RecordBatch;
+
+use crate::error::DecodeError;
+use crate::json;
+use crate::options::{DecodeOptions, Header, InputFormat};
+use crate::schema::{Column, TableSchema};
+
+/// Decodes `body`, in the format `options` names, into `schema`'s columns.
+pub fn decode(
+    schema: &TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
+    let skip = options.skip_unknown_fields;
+    match options.format {
+        InputFormat::JsonEachRow => json::decode_ndjson(schema, body, options),
+        InputFormat::RowBinary(header) => rowbinary::decode(schema, body, header, listed, skip),
+        InputFormat::TabSeparated(header) => {
+            separated::decode_tsv(schema, body, header, listed, skip)
+        }
+        InputFormat::Csv(header) => {
+            let delimiter = options.csv_delimiter.unwrap_or(b',');
+            separated::decode_csv(schema, body, header, delimiter, listed, skip)
+        }
+        InputFormat::Values => values::decode(schema, body, listed, skip),
+        InputFormat::JsonCompactEachRow(header) => {
+            compact::decode(schema, body, header, listed, skip)
+        }
+    }
+}
+
+/// The schema of a new table, from its first insert: JSON objects by their values, and
+/// formats whose header names the columns' types (`...WithNamesAndTypes`) by those types.
+pub fn infer_table_schema(
+    body: &[u8],
+    options: &DecodeOptions,
+) -> Result<TableSchema, DecodeError> {
+    let declared = match options.format {
+        InputFormat::JsonEachRow => return json::infer_schema(body, options.dialect),
+        InputFormat::RowBinary(Header::NamesAndTypes) => rowbinary::declared_columns(body)?,
+        InputFormat::TabSeparated(Header::NamesAndTypes) => separated::declared_tsv_columns(body)?,
+        InputFormat::Csv(Header::NamesAndTypes) => {
+            separated::declared_csv_columns(body, options.csv_delimiter.unwrap_or(b','))?
+        }
+        InputFormat::JsonCompactEachRow(Header::NamesAndTypes) => compact::declared_columns(body)?,
+        _ => {
+            return Err(DecodeError::new(
+                None,
+                None,
+                "sluice makes a new table from a first insert that names its columns' types: \
+                 JSONEachRow, or a ...WithNamesAndTypes format; declare the table in the config \
+                 to insert in this format first"
+                    .to_owned(),
+            ));
+        }
+    };
+    columns_of(declared)
+}
+
+/// A new table's columns from a header's names and ClickHouse types.
+fn columns_of(declared: Vec<(String, String)>) -> Result<TableSchema, DecodeError> {
+    let mut columns = Vec::with_capacity(declared.len());
+    for (name, ty) in declared {
+        let wire = wire::WireType::parse(&ty)
+            .map_err(|e| DecodeError::new(None, Some(name.clone()), e))?;
+        let (ty, nullable) = wire.column_type();
+        let column = Column::new(name, ty);
+        columns.push(if nullable { column } else { column.required() });
+    }
+    TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))
+}
+
+/// The names of the body's columns when it has no header: the insert's column list, else the
+/// table's columns in order.
+fn body_columns(schema: &TableSchema, listed: Option<&[String]>) -> Vec<String> {
+    match listed {
+        Some(listed) => listed.to_vec(),
+        None => schema.columns().iter().map(|c| c.name.clone()).collect(),
+    }
+}
+
+/// `error`, placed at row `row` of the body.
+fn at_row(row: usize, mut error: DecodeError) -> DecodeError {
+    error.line = Some(row);
+    error.counts_rows = true;
+    error
+}

@@ -1,0 +1,149 @@
+//! Values written as text, read as ClickHouse's text formats write them (`TabSeparated`, `CSV`,
+//! `Values`, and strings in `JSONCompactEachRow`).
+//!
+//! A timestamp is `YYYY-MM-DD hh:mm:ss` with an optional fraction, RFC 3339 text, or Unix
+//! seconds (`1795953600`, `1795953600.25`), as ClickHouse reads a `DateTime`. A date is
+//! `YYYY-MM-DD`. A boolean is any of ClickHouse's spellings (`true`, `1`, `yes`, `on`, ...).
+
+use arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
+use chrono::NaiveDate;
+
+/// A whole number as written: signed only when it has a minus sign, so `u64::MAX` fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Int {
+    Signed(i64),
+    Unsigned(u64),
+}
+
+pub(crate) fn parse_int(text: &str) -> Option<Int> {
+    if text.starts_with('-') {
+        return text.parse().ok().map(Int::Signed);
+    }
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    if digits.starts_with('+') {
+        return None;
+    }
+    digits.parse().ok().map(Int::Unsigned)
+}
+
+pub(crate) fn parse_float(text: &str) -> Option<f64> {
+    if text.is_empty() || text.trim() != text {
+        return None;
+    }
+    text.parse().ok()
+}
+
+pub(crate) fn parse_bool(text: &str) -> Option<bool> {
+    const TRUE: [&str; 8] = ["true", "1", "yes", "on", "enable", "enabled", "t", "y"];
+    const FALSE: [&str; 8] = ["false", "0", "no", "off", "disable", "disabled", "f", "n"];
+    let lower = text.to_ascii_lowercase();
+    if TRUE.contains(&lower.as_str()) {
+        Some(true)
+    } else if FALSE.contains(&lower.as_str()) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Days since 1970-01-01 of a `YYYY-MM-DD` date.
+pub(crate) fn parse_date(text: &str) -> Option<i32> {
+    if text.len() != 10 {
+        return None;
+    }
+    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)?;
+    i32::try_from(date.signed_duration_since(epoch).num_days()).ok()
+}
+
+/// Microseconds since 1970-01-01 00:00:00 UTC of a timestamp written as text.
+pub(crate) fn parse_timestamp(text: &str) -> Option<i64> {
+    if is_unix_seconds(text) {
+        return exact_seconds(text);
+    }
+    if text.trim() != text || text.is_empty() {
+        return None;
+    }
+    string_to_timestamp_nanos(text)
+        .ok()
+        .map(|nanos| nanos.div_euclid(1000))
+}
+
+fn is_unix_seconds(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let mut parts = digits.splitn(2, '.');
+    let whole = parts.next().unwrap_or_default();
+    let fraction = parts.next().unwrap_or("0");
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && !fraction.is_empty()
+        && fraction.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `1795953600.25` to microseconds, digit by digit, so no float rounding creeps in.
+fn exact_seconds(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let whole: i64 = whole.parse().ok()?;
+    let mut micros: i64 = 0;
+    for (i, digit) in fraction.bytes().take(6).enumerate() {
+        micros += i64::from(digit - b'0') * 10_i64.pow(5 - i as u32);
+    }
+    let total = whole.checked_mul(1_000_000)?.checked_add(micros)?;
+    Some(if negative { -total } else { total })
+}
+
+/// Seconds, possibly with a fraction, to whole microseconds.
+pub(crate) fn seconds_to_micros(seconds: f64) -> Option<i64> {
+    let micros = (seconds * 1_000_000.0).round();
+    // i64::MAX as f64 rounds up, so the comparison is strict.
+    (micros.is_finite() && micros.abs() < i64::MAX as f64).then_some(micros as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_written() {
+        assert_eq!(
+            parse_int("18446744073709551615"),
+            Some(Int::Unsigned(u64::MAX))
+        );
+        assert_eq!(parse_int("-5"), Some(Int::Signed(-5)));
+        assert_eq!(parse_int("+5"), Some(Int::Unsigned(5)));
+        for bad in ["", "1.5", " 1", "1 ", "0x10", "++1", "-"] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_float("-1.5e3"), Some(-1500.0));
+        assert!(parse_float("nan").is_some_and(f64::is_nan));
+        assert_eq!(parse_float("inf"), Some(f64::INFINITY));
+        assert_eq!(parse_float(" 1"), None);
+        assert_eq!(parse_bool("TRUE"), Some(true));
+        assert_eq!(parse_bool("0"), Some(false));
+        assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn dates_and_timestamps_as_clickhouse_writes_them() {
+        assert_eq!(parse_date("1970-01-02"), Some(1));
+        assert_eq!(parse_date("2026-02-30"), None);
+        assert_eq!(parse_date("2026-1-2"), None);
+        let noon = 1_795_953_600_000_000;
+        assert_eq!(parse_timestamp("2026-11-29 12:00:00"), Some(noon));
+        assert_eq!(parse_timestamp("2026-11-29T12:00:00Z"), Some(noon));
+        assert_eq!(
+            parse_timestamp("2026-11-29 12:00:00.25"),
+            Some(noon + 250_000)
+        );
+        assert_eq!(parse_timestamp("1795953600"), Some(noon));
+        assert_eq!(parse_timestamp("1795953600.25"), Some(noon + 250_000));
+        assert_eq!(parse_timestamp("-1.5"), Some(-1_500_000));
+        for bad in ["", "noon", "2026-11-29 25:00:00", " 1795953600", "1e9"] {
+            assert_eq!(parse_timestamp(bad), None, "{bad:?}");
+        }
+    }
+}

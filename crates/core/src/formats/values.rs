@@ -1,0 +1,269 @@
+//! `Values`: rows as SQL tuples, `(1, 'a', NULL), (2, 'b\'s', 3.5)`, as `INSERT ... VALUES`
+//! writes them. Only literals are taken: numbers, quoted strings, `NULL`, `true` and `false`.
+
+use arrow::array::RecordBatch;
+
+use super::columns::{Columns, Value};
+use super::text::{self, Int};
+use super::{at_row, body_columns};
+use crate::error::DecodeError;
+use crate::schema::TableSchema;
+
+/// Decodes a `Values` body into the table's columns.
+pub(crate) fn decode(
+    schema: &TableSchema,
+    body: &[u8],
+    listed: Option<&[String]>,
+    skip_unknown: bool,
+) -> Result<RecordBatch, DecodeError> {
+    let names = body_columns(schema, listed);
+    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut parser = Parser { body, pos: 0 };
+    loop {
+        parser.skip_space();
+        if parser.at_end() {
+            break;
+        }
+        let row = columns.rows() + 1;
+        let at = |message: String| at_row(row, DecodeError::new(None, None, message));
+        if columns.rows() > 0 && parser.peek() == Some(b',') {
+            parser.pos += 1;
+            parser.skip_space();
+        }
+        if parser.peek() == Some(b';') {
+            parser.pos += 1;
+            parser.skip_space();
+            if parser.at_end() {
+                break;
+            }
+            return Err(at(parser.unexpected("after ';'")));
+        }
+        parser.expect(b'(').map_err(at)?;
+        tuple(&mut parser, &mut columns, row)?;
+        columns.end_row().map_err(|e| at_row(row, e))?;
+    }
+    columns.finish()
+}
+
+/// The values of one tuple, its `(` already read.
+fn tuple(
+    parser: &mut Parser<'_>,
+    columns: &mut Columns<'_>,
+    row: usize,
+) -> Result<(), DecodeError> {
+    let width = columns.width();
+    for index in 0..width {
+        let at = |message: String| at_row(row, DecodeError::new(None, None, message));
+        parser.skip_space();
+        let literal = parser.literal().map_err(at)?;
+        let value = match &literal {
+            Literal::Null => Value::Null,
+            Literal::Bool(b) => Value::Bool(*b),
+            Literal::Number(text) => number(text),
+            Literal::Text(text) => Value::Text(text),
+        };
+        columns.put(index, value).map_err(|e| at_row(row, e))?;
+        parser.skip_space();
+        let separator = if index + 1 == width { b')' } else { b',' };
+        if parser.peek() != Some(separator) {
+            let expected = if separator == b')' {
+                format!("the end of a row of {width} values")
+            } else {
+                "','".to_owned()
+            };
+            return Err(at(parser.unexpected(&format!("where {expected} belongs"))));
+        }
+        parser.pos += 1;
+    }
+    Ok(())
+}
+
+fn number(text: &str) -> Value<'_> {
+    match text::parse_int(text) {
+        Some(Int::Signed(n)) => Value::Int(n),
+        Some(Int::Unsigned(n)) => Value::UInt(n),
+        None => text::parse_float(text).map_or(Value::Text(text), Value::Float),
+    }
+}
+
+enum Literal<'a> {
+    Null,
+    Bool(bool),
+    Number(&'a str),
+    Text(String),
+}
+
+struct Parser<'a> {
+    body: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn at_end(&self) -> bool {
+        self.pos >= self.body.len()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.body.get(self.pos).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), String> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("where '{}' belongs", char::from(byte))))
+        }
+    }
+
+    fn unexpected(&self, context: &str) -> String {
+        match self.peek() {
+            None => format!("the body ends {context}"),
+            Some(b) => format!(
+                "unexpected '{}' at byte {} {context}",
+                char::from(b).escape_default(),
+                self.pos + 1
+            ),
+        }
+    }
+
+    fn literal(&mut self) -> Result<Literal<'a>, String> {
+        match self.peek() {
+            Some(b'\'') => self.quoted().map(Literal::Text),
+            Some(b'-' | b'+' | b'.' | b'0'..=b'9') => Ok(Literal::Number(self.word())),
+            Some(b) if b.is_ascii_alphabetic() => {
+                let start = self.pos;
+                let word = self.word();
+                match word.to_ascii_lowercase().as_str() {
+                    "null" => Ok(Literal::Null),
+                    "true" => Ok(Literal::Bool(true)),
+                    "false" => Ok(Literal::Bool(false)),
+                    "inf" | "nan" => Ok(Literal::Number(word)),
+                    _ => Err(format!(
+                        "'{word}' at byte {} is not a literal: sluice takes numbers, quoted \
+                         strings, NULL, true and false in VALUES",
+                        start + 1
+                    )),
+                }
+            }
+            _ => Err(self.unexpected("where a value belongs")),
+        }
+    }
+
+    /// A run of characters that can make up a number or a keyword.
+    fn word(&mut self) -> &'a str {
+        let start = self.pos;
+        while self
+            .peek()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_'))
+        {
+            self.pos += 1;
+        }
+        // Only ASCII was taken, so this is valid UTF-8.
+        std::str::from_utf8(&self.body[start..self.pos]).unwrap_or_default()
+    }
+
+    /// A single-quoted string: backslash escapes, and `''` for a quote.
+    fn quoted(&mut self) -> Result<String, String> {
+        let start = self.pos;
+        self.pos += 1;
+        let mut out = Vec::new();
+        loop {
+            let Some(byte) = self.peek() else {
+                return Err(format!("the string at byte {} is not closed", start + 1));
+            };
+            self.pos += 1;
+            match byte {
+                b'\'' if self.peek() == Some(b'\'') => {
+                    out.push(b'\'');
+                    self.pos += 1;
+                }
+                b'\'' => break,
+                b'\\' => out.push(self.escaped()?),
+                other => out.push(other),
+            }
+        }
+        String::from_utf8(out).map_err(|_| format!("the string at byte {} is not UTF-8", start + 1))
+    }
+
+    fn escaped(&mut self) -> Result<u8, String> {
+        let byte = self
+            .peek()
+            .ok_or_else(|| "a string ends in a backslash".to_owned())?;
+        self.pos += 1;
+        Ok(match byte {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            b'0' => 0,
+            b'b' => 8,
+            b'f' => 12,
+            b'\\' | b'\'' | b'"' => byte,
+            other => {
+                return Err(format!(
+                    "unknown escape \\{} at byte {}",
+                    char::from(other).escape_default(),
+                    self.pos
+                ));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::schema::{Column, ColumnType};
+
+    fn schema() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("name", ColumnType::String),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn tuples_of_literals() {
+        let body = b" (1, 'a\\'b'), (-2,NULL)\n(3, 'it''s');";
+        let batch = decode(&schema(), body, None, false).unwrap();
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>().values(),
+            &[1, -2, 3]
+        );
+        let names: Vec<_> = batch.column(1).as_string::<i32>().iter().collect();
+        assert_eq!(names, [Some("a'b"), None, Some("it's")]);
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_row_of_literals() {
+        for (body, says) in [
+            (&b"(1, 'a', 3)"[..], "row 1: unexpected ','"),
+            (b"(1, 'a') (2", "row 2: the body ends"),
+            (b"(1, now())", "row 1: 'now' at byte 5 is not a literal"),
+            (b"(1, 'open)", "row 1: the string at byte 5 is not closed"),
+            (
+                b"(1, 'a'); (2, 'b')",
+                "row 2: unexpected '(' at byte 11 after ';'",
+            ),
+            (
+                b"('x', 'a')",
+                "row 1, column 'id': 'x' is not a whole number",
+            ),
+        ] {
+            let error = decode(&schema(), body, None, false)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(says), "{error}");
+        }
+    }
+}
