@@ -13,6 +13,7 @@ use sluice_lab::acks::{self, AcksConfig};
 use sluice_lab::clickhouse::ClickHouseLabConfig;
 use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
+use sluice_lab::formats::{self, FormatsConfig};
 use sluice_lab::knee::{self, KneeConfig};
 use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::merge_sim::{self, MergeSimConfig, MergeSimReport};
@@ -43,6 +44,34 @@ pub enum LabCommand {
     /// Seed 000's remedy: 20,000 files of 100 rows in a Delta table compacted by sluice, and by
     /// pyarrow's dataset writer on the same files: time and bytes before and after.
     Compaction(CompactionArgs),
+    /// The same rows through the ClickHouse door in each input format: rows/s side by side with
+    /// JSONEachRow, and an audit of every acknowledged row.
+    Formats(FormatsArgs),
+}
+
+/// `sluice lab formats` flags.
+#[derive(Debug, Args)]
+pub struct FormatsArgs {
+    /// Concurrent producers.
+    #[arg(long, default_value_t = 16)]
+    producers: usize,
+    /// Rows per insert.
+    #[arg(long, default_value_t = 1000)]
+    rows_per_insert: usize,
+    /// How long each format runs in each round.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    duration: Duration,
+    /// Rounds over every format; each format's figure is its median round.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The ack mode asked for.
+    #[arg(long, default_value = "durable")]
+    ack: String,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// `sluice lab compaction` flags.
@@ -352,7 +381,57 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Compaction(args) => run_compaction(args).await,
         LabCommand::Clickhouse(args) => run_clickhouse(args, binary).await,
         LabCommand::Acks(args) => run_acks(args, binary).await,
+        LabCommand::Formats(args) => run_formats(args, binary).await,
     }
+}
+
+/// `sluice lab formats`: the same rows in each input format. Fails unless every acknowledged row
+/// landed exactly once.
+async fn run_formats(args: FormatsArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = FormatsConfig {
+        binary,
+        data_dir: dir,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        duration: args.duration,
+        rounds: args.rounds,
+        ack: args.ack,
+    };
+    let report = formats::run(&config, |line| eprintln!("{line}"))
+        .await
+        .map_err(anyhow::Error::msg)?;
+    print_formats(&report);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Each format's median rows/s and its ratio to JSONEachRow, as a table on stdout.
+fn print_formats(report: &formats::FormatsReport) {
+    println!(
+        "{} producers, {}-row inserts, {} acks, {:.0} s per format per round",
+        report.producers, report.rows_per_insert, report.ack, report.duration_s
+    );
+    println!(
+        "  {:<28} {:>12} {:>10} {:>10}",
+        "format", "rows/s", "vs JSON", "bytes/row"
+    );
+    for f in &report.formats {
+        println!(
+            "  {:<28} {:>12.0} {:>9.2}x {:>10.1}",
+            f.format, f.median_rows_per_s, f.ratio_to_json, f.bytes_per_row
+        );
+    }
+    let a = &report.audit;
+    println!(
+        "  acknowledged {}, lost {}, duplicated {}",
+        a.acked, a.lost, a.duplicated
+    );
+    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
 }
 
 /// `sluice lab crash`: kills a loaded server again and again, then audits the lake. Fails

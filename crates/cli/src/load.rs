@@ -92,6 +92,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode> {
         .to_owned(),
         seed: args.seed,
         id_offset: args.id_offset,
+        format: sluice_lab::events::RowFormat::JsonEachRow,
     };
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(stop);

@@ -94,6 +94,7 @@ pub async fn run(
             ack: ack.into(),
             seed: 11,
             id_offset: 0,
+            format: crate::events::RowFormat::JsonEachRow,
         };
         let report = load::run(load, Arc::new(Progress::default()), false)
             .await

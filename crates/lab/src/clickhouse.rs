@@ -112,6 +112,7 @@ pub async fn run(
         ack: "committed".into(),
         seed: 7,
         id_offset: 0,
+        format: crate::events::RowFormat::JsonEachRow,
     };
     let report = load::run(load.clone(), Arc::new(Progress::default()), false)
         .await

@@ -15,6 +15,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, SecondsFormat};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use serde::Serialize;
 
 /// Services events come from.
 pub const SERVICES: [&str; 8] = [
@@ -188,13 +189,11 @@ impl Event {
     /// Writes the event as one NDJSON line with an extra unique `id` column, the timestamp as
     /// RFC 3339 UTC text with microseconds.
     pub fn write_ndjson(&self, id: u64, out: &mut Vec<u8>) {
-        let ts = DateTime::from_timestamp_micros(self.ts_micros)
-            .unwrap_or_default()
-            .to_rfc3339_opts(SecondsFormat::Micros, true);
         let _ = writeln!(
             out,
-            "{{\"id\":{id},\"ts\":\"{ts}\",\"service\":\"{}\",\"endpoint\":\"{}\",\"status\":{},\
+            "{{\"id\":{id},\"ts\":\"{}\",\"service\":\"{}\",\"endpoint\":\"{}\",\"status\":{},\
              \"latency_ms\":{:.2},\"bytes\":{},\"request_id\":\"{:032x}\",\"user_id\":{}}}",
+            self.rfc3339(),
             self.service,
             self.endpoint,
             self.status,
@@ -204,7 +203,163 @@ impl Event {
             self.user_id
         );
     }
+
+    fn rfc3339(&self) -> String {
+        DateTime::from_timestamp_micros(self.ts_micros)
+            .unwrap_or_default()
+            .to_rfc3339_opts(SecondsFormat::Micros, true)
+    }
+
+    /// The timestamp as ClickHouse's text formats write a `DateTime64(6)`.
+    fn clickhouse_time(&self) -> String {
+        DateTime::from_timestamp_micros(self.ts_micros)
+            .unwrap_or_default()
+            .format("%Y-%m-%d %H:%M:%S%.6f")
+            .to_string()
+    }
+
+    /// Writes the event with an `id` in ClickHouse's `format`, in [`COLUMNS_TOML`]'s order.
+    pub fn write_as(&self, format: RowFormat, id: u64, out: &mut Vec<u8>) {
+        match format {
+            RowFormat::JsonEachRow => self.write_ndjson(id, out),
+            RowFormat::JsonCompactEachRow => {
+                let _ = writeln!(
+                    out,
+                    "[{id},\"{}\",\"{}\",\"{}\",{},{:.2},{},\"{:032x}\",{}]",
+                    self.clickhouse_time(),
+                    self.service,
+                    self.endpoint,
+                    self.status,
+                    self.latency_ms,
+                    self.bytes,
+                    self.request_id,
+                    self.user_id
+                );
+            }
+            RowFormat::TabSeparated | RowFormat::Csv => {
+                let d = if format == RowFormat::Csv { ',' } else { '\t' };
+                let _ = writeln!(
+                    out,
+                    "{id}{d}{}{d}{}{d}{}{d}{}{d}{:.2}{d}{}{d}{:032x}{d}{}",
+                    self.clickhouse_time(),
+                    self.service,
+                    self.endpoint,
+                    self.status,
+                    self.latency_ms,
+                    self.bytes,
+                    self.request_id,
+                    self.user_id
+                );
+            }
+            RowFormat::Values => {
+                // Tuples may be separated by whitespace alone, as ClickHouse reads them.
+                let _ = writeln!(
+                    out,
+                    "({id},'{}','{}','{}',{},{:.2},{},'{:032x}',{})",
+                    self.clickhouse_time(),
+                    self.service,
+                    self.endpoint,
+                    self.status,
+                    self.latency_ms,
+                    self.bytes,
+                    self.request_id,
+                    self.user_id
+                );
+            }
+            RowFormat::RowBinary => self.write_row_binary(id, out),
+        }
+    }
+
+    /// One row in the types of [`ROW_BINARY_HEADER`].
+    fn write_row_binary(&self, id: u64, out: &mut Vec<u8>) {
+        let string = |out: &mut Vec<u8>, text: &str| {
+            // Every string here is shorter than 128 bytes: a one-byte length.
+            out.push(text.len() as u8);
+            out.extend_from_slice(text.as_bytes());
+        };
+        out.extend_from_slice(&(id as i64).to_le_bytes());
+        out.extend_from_slice(&self.ts_micros.to_le_bytes());
+        string(out, self.service);
+        string(out, self.endpoint);
+        out.extend_from_slice(&i32::from(self.status).to_le_bytes());
+        out.extend_from_slice(&self.latency_ms.to_le_bytes());
+        out.extend_from_slice(&self.bytes.to_le_bytes());
+        string(out, &format!("{:032x}", self.request_id));
+        out.extend_from_slice(&self.user_id.to_le_bytes());
+    }
 }
+
+/// A format ClickHouse clients send rows in, for the lab's producers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RowFormat {
+    /// `JSONEachRow`: an object per line.
+    JsonEachRow,
+    /// `JSONCompactEachRow`: an array per line.
+    JsonCompactEachRow,
+    /// `TabSeparated`.
+    TabSeparated,
+    /// `CSV`.
+    Csv,
+    /// `Values`: SQL tuples.
+    Values,
+    /// `RowBinaryWithNamesAndTypes`, as the Rust client sends it (uncompressed).
+    RowBinary,
+}
+
+impl RowFormat {
+    /// Every format, `JSONEachRow` first.
+    pub const ALL: [RowFormat; 6] = [
+        Self::JsonEachRow,
+        Self::JsonCompactEachRow,
+        Self::TabSeparated,
+        Self::Csv,
+        Self::Values,
+        Self::RowBinary,
+    ];
+
+    /// The name in `INSERT ... FORMAT <name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::JsonEachRow => "JSONEachRow",
+            Self::JsonCompactEachRow => "JSONCompactEachRow",
+            Self::TabSeparated => "TabSeparated",
+            Self::Csv => "CSV",
+            Self::Values => "Values",
+            Self::RowBinary => "RowBinaryWithNamesAndTypes",
+        }
+    }
+
+    /// What a body starts with before its rows.
+    pub fn header(self) -> Vec<u8> {
+        if self != Self::RowBinary {
+            return Vec::new();
+        }
+        let mut out = vec![ROW_BINARY_HEADER.len() as u8];
+        for texts in [
+            ROW_BINARY_HEADER.map(|(name, _)| name),
+            ROW_BINARY_HEADER.map(|(_, ty)| ty),
+        ] {
+            for text in texts {
+                out.push(text.len() as u8);
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        out
+    }
+}
+
+/// The columns and ClickHouse types of a `RowBinaryWithNamesAndTypes` body of events.
+const ROW_BINARY_HEADER: [(&str, &str); 9] = [
+    ("id", "Int64"),
+    ("ts", "DateTime64(6, 'UTC')"),
+    ("service", "String"),
+    ("endpoint", "String"),
+    ("status", "Int32"),
+    ("latency_ms", "Float64"),
+    ("bytes", "Int64"),
+    ("request_id", "String"),
+    ("user_id", "Int64"),
+];
 
 #[cfg(test)]
 mod tests {

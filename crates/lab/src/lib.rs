@@ -2,13 +2,15 @@
 //!
 //! # Layout
 //!
-//! - [`events`]: seed 000's synthetic API events, deterministic from a seed.
+//! - [`events`]: seed 000's synthetic API events, deterministic from a seed, in ClickHouse's
+//!   input formats.
 //! - [`load`]: the HTTP load generator: N producers, each on its own keep-alive connection,
 //!   sending inserts of R rows at a target rate or as fast as possible.
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
+//! - [`formats`]: the same rows through the ClickHouse door in each input format: rows/s.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //! - [`services`]: real PostgreSQL and ClickHouse servers from the project's scripts.
 //!
@@ -22,6 +24,7 @@ pub mod compaction;
 pub mod crash;
 pub mod estimate;
 pub mod events;
+pub mod formats;
 pub mod knee;
 pub mod layouts;
 pub mod load;

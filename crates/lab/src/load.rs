@@ -24,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::TcpStream;
 
-use crate::events::EventGen;
+use crate::events::{EventGen, RowFormat};
 
 /// Which HTTP API the producers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -32,7 +32,7 @@ use crate::events::EventGen;
 pub enum Endpoint {
     /// `POST /v1/tables/{table}/rows?ack=...`
     Native,
-    /// `POST /?query=INSERT INTO {table} FORMAT JSONEachRow`
+    /// `POST /?query=INSERT INTO {table} FORMAT <format>`, in the config's [`RowFormat`].
     ClickHouse,
     /// The same insert sent to a real ClickHouse server, with
     /// `date_time_input_format=best_effort` so it reads RFC 3339 timestamps.
@@ -71,6 +71,8 @@ pub struct LoadConfig {
     pub seed: u64,
     /// The first row id.
     pub id_offset: u64,
+    /// The format of the rows on the ClickHouse endpoint; the others take `JSONEachRow` only.
+    pub format: RowFormat,
 }
 
 /// Latency figures, in milliseconds.
@@ -231,10 +233,15 @@ async fn produce(
             ticker.tick().await;
         }
         body.clear();
+        let format = match config.endpoint {
+            Endpoint::ClickHouse => config.format,
+            _ => RowFormat::JsonEachRow,
+        };
+        body.extend(format.header());
         for i in 0..rows {
             events
                 .next_event()
-                .write_ndjson(config.id_offset + first + i, &mut body);
+                .write_as(format, config.id_offset + first + i, &mut body);
         }
         let payload = Bytes::copy_from_slice(&body);
         let acked = deliver(
@@ -345,8 +352,9 @@ fn request_path(config: &LoadConfig) -> String {
             // `committed` asks for nothing: a plain insert, which a real ClickHouse server takes
             // as it is.
             let path = format!(
-                "/?query=INSERT%20INTO%20{}%20FORMAT%20JSONEachRow",
-                config.table
+                "/?query=INSERT%20INTO%20{}%20FORMAT%20{}",
+                config.table,
+                config.format.name()
             );
             match config.ack.as_str() {
                 "async" => path + "&wait_for_async_insert=0",

@@ -206,6 +206,7 @@ fn load_config(config: &OverloadConfig, addr: std::net::SocketAddr) -> LoadConfi
         ack: "durable".into(),
         seed: 11,
         id_offset: 0,
+        format: crate::events::RowFormat::JsonEachRow,
     }
 }
 

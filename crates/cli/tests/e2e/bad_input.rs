@@ -256,7 +256,11 @@ fn cases() -> Vec<Case> {
         "INSERT INTO strict FORMAT Parquet",
         "1000000015\n",
         S::BAD_REQUEST,
-        &["Code: 73.", "format Parquet is not supported", "sluice reads JSONEachRow"],
+        &[
+            "Code: 73.",
+            "format Parquet is not supported",
+            "sluice reads JSONEachRow",
+        ],
     ));
     cases.push(ch(
         "VALUES of a function",
@@ -538,6 +542,7 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
         ack: "committed".into(),
         seed: 3,
         id_offset: 0,
+        format: sluice_lab::events::RowFormat::JsonEachRow,
     };
     let good = tokio::spawn(sluice_lab::load::run(
         config,

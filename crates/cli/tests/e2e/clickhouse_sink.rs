@@ -67,6 +67,7 @@ fn load(server: &ServerProcess, producers: usize, stop: Stop, id_offset: u64) ->
         ack: "durable".into(),
         seed: 5,
         id_offset,
+        format: sluice_lab::events::RowFormat::JsonEachRow,
     }
 }
 

@@ -429,6 +429,55 @@ fn overload_keeps_memory_bounded_and_loses_nothing() {
 }
 
 #[test]
+fn formats_lands_every_format_and_reports_each_against_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("f.json");
+    let out = sluice(&[
+        "lab",
+        "formats",
+        "--producers",
+        "2",
+        "--rows-per-insert",
+        "100",
+        "--duration",
+        "300ms",
+        "--rounds",
+        "1",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    assert!(out.contains("PASSED"), "{out}");
+    let report = json(&json_path);
+    let formats = report["formats"].as_array().unwrap();
+    let names: Vec<&str> = formats
+        .iter()
+        .map(|f| f["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "JSONEachRow",
+            "JSONCompactEachRow",
+            "TabSeparated",
+            "CSV",
+            "Values",
+            "RowBinaryWithNamesAndTypes"
+        ]
+    );
+    for format in formats {
+        assert!(
+            format["median_rows_per_s"].as_f64().unwrap() > 0.0,
+            "{format}"
+        );
+        assert_eq!(format["failed_inserts"], 0, "{format}");
+    }
+    assert_eq!(formats[0]["ratio_to_json"], 1.0);
+    assert!(report["audit"]["acked"].as_u64().unwrap() > 0);
+    assert_eq!(report["audit"]["lost"], 0);
+    assert_eq!(report["audit"]["duplicated"], 0);
+}
+
+#[test]
 fn compaction_compares_sluice_with_pyarrow_on_the_same_files() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("c.json");

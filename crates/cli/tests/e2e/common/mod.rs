@@ -61,6 +61,7 @@ pub fn load_config_for(
         ack: ack.into(),
         seed: id_offset,
         id_offset,
+        format: sluice_lab::events::RowFormat::JsonEachRow,
     }
 }
 
