@@ -67,8 +67,11 @@ pub enum InputFormat {
     /// JSON objects, framed by the door's [`JsonDialect`]: `JSONEachRow`, sluice's NDJSON.
     #[default]
     JsonEachRow,
-    /// JSON arrays, a value per column: `JSONCompactEachRow`.
+    /// JSON arrays, a value per column: `JSONCompactEachRow`, and `JSONCompactStringsEachRow`,
+    /// whose values are all strings.
     JsonCompactEachRow(Header),
+    /// JSON objects whose values are all strings: `JSONStringsEachRow`.
+    JsonStringsEachRow,
     /// `TabSeparated`, with ClickHouse's escapes (`\t`, `\n`, `\N` for null, ...).
     TabSeparated(Header),
     /// `CSV`, values optionally in double quotes, `\N` for null.
@@ -93,10 +96,13 @@ impl InputFormat {
         };
         match name.as_str() {
             "jsoneachrow" | "jsonlines" | "ndjson" => return Some(Self::JsonEachRow),
+            "jsonstringseachrow" => return Some(Self::JsonStringsEachRow),
             "values" => return Some(Self::Values),
             _ => {}
         }
-        if let Some(header) = with("jsoncompacteachrow") {
+        if let Some(header) =
+            with("jsoncompacteachrow").or_else(|| with("jsoncompactstringseachrow"))
+        {
             return Some(Self::JsonCompactEachRow(header));
         }
         if let Some(header) = with("tabseparated").or_else(|| with("tsv")) {
@@ -109,11 +115,13 @@ impl InputFormat {
     }
 
     /// Every format sluice reads, by one of its ClickHouse names: for messages and tests.
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 16] = [
         "JSONEachRow",
+        "JSONStringsEachRow",
         "JSONCompactEachRow",
         "JSONCompactEachRowWithNames",
         "JSONCompactEachRowWithNamesAndTypes",
+        "JSONCompactStringsEachRow",
         "TabSeparated",
         "TabSeparatedWithNames",
         "TabSeparatedWithNamesAndTypes",
@@ -145,7 +153,13 @@ mod tests {
             InputFormat::parse("jsoncompacteachrowwithnames"),
             Some(InputFormat::JsonCompactEachRow(Header::Names))
         );
-        for unknown in ["Parquet", "CSVWithNamesAndStuff", "RowBinaryX", "TSVRaw", "Native"] {
+        for unknown in [
+            "Parquet",
+            "CSVWithNamesAndStuff",
+            "RowBinaryX",
+            "TSVRaw",
+            "Native",
+        ] {
             assert_eq!(InputFormat::parse(unknown), None, "{unknown}");
         }
     }

@@ -110,6 +110,7 @@ fn format_code(format: InputFormat) -> (u8, u8) {
         InputFormat::Csv(h) => (3, header(h)),
         InputFormat::Values => (4, 0),
         InputFormat::RowBinary(h) => (5, header(h)),
+        InputFormat::JsonStringsEachRow => (6, 0),
         _ => (0, 0),
     }
 }
@@ -127,6 +128,7 @@ fn format_of(format: u8, header: u8) -> Result<InputFormat, String> {
         3 => InputFormat::Csv(header),
         4 => InputFormat::Values,
         5 => InputFormat::RowBinary(header),
+        6 => InputFormat::JsonStringsEachRow,
         other => return Err(format!("unknown format code {other}")),
     })
 }

@@ -133,7 +133,24 @@ fn bodies(id: i64) -> Vec<(&'static str, Vec<u8>)> {
             )
             .into_bytes(),
         ),
+        (
+            "JSONStringsEachRow",
+            format!(
+                "{{\"id\":\"{id}\",\"name\":\"a\\tb \\\"c\\\"\",\"score\":\"1.5\",\
+                 \"at\":\"2026-11-29 12:00:00\",\"ok\":\"true\",\"day\":\"2026-11-29\"}}\n\
+                 {{\"id\":\"{next}\",\"ok\":\"false\"}}"
+            )
+            .into_bytes(),
+        ),
         ("JSONCompactEachRow", compact_rows.clone().into_bytes()),
+        (
+            "JSONCompactStringsEachRow",
+            format!(
+                "[\"{id}\",\"a\\tb \\\"c\\\"\",\"1.5\",\"1795953600\",\"1\",\"2026-11-29\"]\n\
+                 [\"{next}\",null,null,null,\"0\",null]\n"
+            )
+            .into_bytes(),
+        ),
         (
             "JSONCompactEachRowWithNames",
             format!("{json_names}{compact_rows}").into_bytes(),

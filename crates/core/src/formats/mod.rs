@@ -10,8 +10,8 @@
 //! - `columns`: the table's columns built a row at a time, each value converted with a range
 //!   check; what a row leaves out is null, or refused when required.
 //! - `wire`: ClickHouse types as binary bodies declare them, and their `RowBinary` layout.
-//! - `rowbinary`, `separated` (`TabSeparated` and `CSV`), `values`, `compact` (JSON arrays):
-//!   one decoder per format.
+//! - `rowbinary`, `separated` (`TabSeparated` and `CSV`), `values`, `compact` (JSON arrays),
+//!   `strings` (JSON objects of strings): one decoder per format.
 //!
 //! Formats other than JSON are decoded by hand: the `csv` crate frames CSV and serde_json parses
 //! JSON arrays, but no crate reads ClickHouse's `RowBinary`, its `TabSeparated` escapes or its
@@ -21,6 +21,7 @@ mod columns;
 mod compact;
 mod rowbinary;
 mod separated;
+mod strings;
 mod text;
 mod values;
 mod wire;
@@ -54,6 +55,7 @@ pub fn decode(
         InputFormat::JsonCompactEachRow(header) => {
             compact::decode(schema, body, header, listed, skip)
         }
+        InputFormat::JsonStringsEachRow => strings::decode(schema, body, listed, skip),
     }
 }
 

@@ -36,9 +36,8 @@ pub(crate) fn rewrite(
 }
 
 fn rewrite_row(row: &Framed<'_>, timestamps: &[&str]) -> Result<Vec<u8>, DecodeError> {
-    let fail = |field: Option<String>, message: String| {
-        DecodeError::new(Some(row.line), field, message)
-    };
+    let fail =
+        |field: Option<String>, message: String| DecodeError::new(Some(row.line), field, message);
     // The strict pass has accepted the row, so this parse succeeds.
     let mut object: BTreeMap<String, Box<RawValue>> =
         serde_json::from_slice(row.text).map_err(|e| fail(None, format!("invalid JSON: {e}")))?;
@@ -52,7 +51,10 @@ fn rewrite_row(row: &Framed<'_>, timestamps: &[&str]) -> Result<Vec<u8>, DecodeE
         let micros = micros.ok_or_else(|| {
             fail(
                 Some((*name).to_owned()),
-                format!("{} seconds is too far from 1970 for a timestamp", value.get()),
+                format!(
+                    "{} seconds is too far from 1970 for a timestamp",
+                    value.get()
+                ),
             )
         })?;
         *value = RawValue::from_string(micros.to_string())
@@ -68,7 +70,9 @@ fn micros(text: &str) -> Option<Option<i64>> {
     Some(if let Some(seconds) = number.as_i64() {
         seconds.checked_mul(1_000_000)
     } else if let Some(seconds) = number.as_u64() {
-        i64::try_from(seconds).ok().and_then(|s| s.checked_mul(1_000_000))
+        i64::try_from(seconds)
+            .ok()
+            .and_then(|s| s.checked_mul(1_000_000))
     } else {
         number.as_f64().and_then(|seconds| {
             let micros = (seconds * 1_000_000.0).round();

@@ -1,0 +1,133 @@
+//! `JSONStringsEachRow`: a JSON object per row, as ClickHouse's `JSONEachRow` frames them, every
+//! value a string (or null) read by the column's type as ClickHouse's text formats write it.
+
+use std::collections::HashMap;
+
+use arrow::array::RecordBatch;
+
+use super::columns::{Columns, Value};
+use super::{at_row, body_columns};
+use crate::error::DecodeError;
+use crate::json::frame::{self, Row};
+use crate::options::JsonDialect;
+use crate::schema::TableSchema;
+
+/// Decodes a `JSONStringsEachRow` body into the table's columns.
+pub(crate) fn decode(
+    schema: &TableSchema,
+    body: &[u8],
+    listed: Option<&[String]>,
+    skip_unknown: bool,
+) -> Result<RecordBatch, DecodeError> {
+    let names = body_columns(schema, listed);
+    let index: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    for (number, row) in frame::rows(body, JsonDialect::ClickHouse)?
+        .iter()
+        .enumerate()
+    {
+        let at = |e: DecodeError| at_row(number + 1, e);
+        let object = parse(row).map_err(at)?;
+        for (key, value) in &object {
+            let Some(&i) = index.get(key.as_str()) else {
+                if skip_unknown {
+                    continue;
+                }
+                return Err(at(unknown(key, listed.is_some())));
+            };
+            columns
+                .put(i, value.as_deref().map_or(Value::Null, Value::Text))
+                .map_err(at)?;
+        }
+        columns.end_row().map_err(at)?;
+    }
+    columns.finish()
+}
+
+/// A row's keys and values; serde_json refuses what is not JSON, a value other than a string or
+/// null, and a key given twice.
+fn parse(row: &Row<'_>) -> Result<Vec<(String, Option<String>)>, DecodeError> {
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(row.text)
+        .map_err(|e| DecodeError::new(None, None, format!("invalid JSON: {e}")))?;
+    object
+        .into_iter()
+        .map(|(key, value)| match value {
+            serde_json::Value::String(text) => Ok((key, Some(text))),
+            serde_json::Value::Null => Ok((key, None)),
+            other => Err(DecodeError::new(
+                None,
+                Some(key),
+                format!("{other} is not a string: JSONStringsEachRow sends every value as one"),
+            )),
+        })
+        .collect()
+}
+
+fn unknown(key: &str, listed: bool) -> DecodeError {
+    let why = if listed {
+        "the insert's column list does not name it"
+    } else {
+        "the table has no such column"
+    };
+    DecodeError::new(
+        None,
+        Some(crate::name::printable(key)),
+        format!("{why}; input_format_skip_unknown_fields=1 skips it"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+    use crate::schema::{Column, ColumnType};
+
+    fn schema() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("ok", ColumnType::Bool),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn string_values_read_by_the_column_type() {
+        let body = br#"{"id":"1","ok":"true"} {"ok":null,"id":"2"}"#;
+        let batch = decode(&schema(), body, None, false).unwrap();
+        assert_eq!(
+            batch.column(0).as_primitive::<Int64Type>().values(),
+            &[1, 2]
+        );
+        assert!(batch.column(1).as_boolean().value(0));
+        assert!(batch.column(1).is_null(1));
+    }
+
+    #[test]
+    fn refuses_other_values_unknown_keys_and_bad_json() {
+        for (body, says) in [
+            (&br#"{"id":1}"#[..], "row 1, column 'id': 1 is not a string"),
+            (
+                br#"{"id":"1","x":"2"}"#,
+                "row 1, column 'x': the table has no such column",
+            ),
+            (br#"{"id":"1"} {"id":"2",}"#, "row 2: invalid JSON"),
+            (
+                br#"{"ok":"true"}"#,
+                "row 1, column 'id': the column is required",
+            ),
+        ] {
+            let error = decode(&schema(), body, None, false)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(says), "{error}");
+        }
+        let skipped = decode(&schema(), br#"{"id":"1","x":"2"}"#, None, true).unwrap();
+        assert_eq!(skipped.num_rows(), 1);
+    }
+}
