@@ -93,28 +93,8 @@ pub(crate) async fn compact(
     // (its log update has the fewest files to replay). In turns, the pass ends sooner than with
     // the merges running free. After a failure the rest still finish, uncommitted, and their
     // outputs are deleted: nothing is left running when this returns.
-    let width = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, MAX_MERGES_AT_ONCE);
-    let (reads, writes) = (Arc::new(Turns::default()), Arc::new(Turns::default()));
     let mut pending = merges.len();
-    let mut running =
-        futures_util::stream::iter(merges.into_iter().enumerate().map(|(turn, (key, inputs))| {
-            let (config, def, target) = (config.clone(), table.clone(), store.clone());
-            let files = inputs.clone();
-            let (read, write) = (reads.turn(turn), writes.turn(turn));
-            let target_bytes = policy.target_bytes;
-            async move {
-                let merged = tokio::task::spawn_blocking(move || {
-                    run_merge(&config, &def, &target, &files, target_bytes, (read, write))
-                })
-                .await
-                .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
-                .and_then(|merged| merged);
-                (key, inputs, merged)
-            }
-        }))
-        .buffer_unordered(width);
+    let mut running = schedule(config, table, &store, policy.target_bytes, merges);
     let mut failure = None;
     while let Some((key, mut inputs, merged)) = running.next().await {
         pending -= 1;
@@ -160,6 +140,40 @@ pub(crate) async fn compact(
     }
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The merges of a pass, running side by side in turns (see [`compact`]), as a stream of each
+/// merge's partition, inputs and outcome in the order they finish.
+fn schedule<'a>(
+    config: &'a Arc<LakeConfig>,
+    table: &'a TableDef,
+    store: &'a TableFiles,
+    target_bytes: u64,
+    merges: Vec<PlannedMerge>,
+) -> impl futures_util::Stream<Item = (PartitionKey, Vec<LiveFile>, Result<Merged, SinkError>)> + 'a
+{
+    let width = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_MERGES_AT_ONCE);
+    let (reads, writes) = (Arc::new(Turns::default()), Arc::new(Turns::default()));
+    let merges = merges
+        .into_iter()
+        .enumerate()
+        .map(move |(turn, (key, inputs))| {
+            let (config, def, target) = (config.clone(), table.clone(), store.clone());
+            let files = inputs.clone();
+            let (read, write) = (reads.turn(turn), writes.turn(turn));
+            async move {
+                let merged = tokio::task::spawn_blocking(move || {
+                    run_merge(&config, &def, &target, &files, target_bytes, (read, write))
+                })
+                .await
+                .map_err(|e| SinkError::retriable(SINK, format!("compaction task failed: {e}")))
+                .and_then(|merged| merged);
+                (key, inputs, merged)
+            }
+        });
+    futures_util::stream::iter(merges).buffer_unordered(width)
 }
 
 /// The pass's merges, largest first, with where the table's files live and the log version

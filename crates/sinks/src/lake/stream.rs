@@ -93,19 +93,9 @@ where
         None => name.to_owned(),
     };
     let describe = files.describe(&relative);
-    // The first piece gives the file its layout.
-    let first = if pieces.count == 0 {
-        Vec::new()
-    } else {
-        (pieces.read)(0)?
-    };
-    let Some(schema) = first.first().map(RecordBatch::schema) else {
+    let Some((first, schema)) = first_piece(&pieces)? else {
         return Ok(Streamed::NotStreamable);
     };
-    let nested = schema.fields().iter().any(|f| f.data_type().is_nested());
-    if nested || first.iter().any(|b| b.schema() != schema) {
-        return Ok(Streamed::NotStreamable);
-    }
     // Fitted to the first piece, the rows at hand.
     let group_rows = pieces.rows.map_or(config.row_group_rows, |rows| {
         config
@@ -152,6 +142,26 @@ where
         },
         rows as u64,
     ))
+}
+
+/// The first piece, which gives the file its layout, and that layout; `None` when the pieces
+/// cannot be streamed from it: no rows, nested columns, or batches of another layout within it.
+fn first_piece<R>(pieces: &Pieces<R>) -> Result<Option<(Vec<RecordBatch>, SchemaRef)>, SinkError>
+where
+    R: Fn(usize) -> Result<Vec<RecordBatch>, SinkError> + Sync,
+{
+    if pieces.count == 0 {
+        return Ok(None);
+    }
+    let first = (pieces.read)(0)?;
+    let Some(schema) = first.first().map(RecordBatch::schema) else {
+        return Ok(None);
+    };
+    let nested = schema.fields().iter().any(|f| f.data_type().is_nested());
+    if nested || first.iter().any(|b| b.schema() != schema) {
+        return Ok(None);
+    }
+    Ok(Some((first, schema)))
 }
 
 /// One streamed file's encoding.
