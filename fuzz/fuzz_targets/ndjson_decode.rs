@@ -45,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
                 dialect,
                 skip_unknown_fields: true,
                 columns: Some(vec!["id".into(), "x".into()]),
+                ..Default::default()
             },
         ] {
             if let Err(error) = decode_ndjson(schema(), data, &options) {

@@ -220,54 +220,44 @@ impl Event {
 
     /// Writes the event with an `id` in ClickHouse's `format`, in [`COLUMNS_TOML`]'s order.
     pub fn write_as(&self, format: RowFormat, id: u64, out: &mut Vec<u8>) {
-        match format {
-            RowFormat::JsonEachRow => self.write_ndjson(id, out),
-            RowFormat::JsonCompactEachRow => {
-                let _ = writeln!(
-                    out,
-                    "[{id},\"{}\",\"{}\",\"{}\",{},{:.2},{},\"{:032x}\",{}]",
-                    self.clickhouse_time(),
-                    self.service,
-                    self.endpoint,
-                    self.status,
-                    self.latency_ms,
-                    self.bytes,
-                    self.request_id,
-                    self.user_id
-                );
-            }
-            RowFormat::TabSeparated | RowFormat::Csv => {
-                let d = if format == RowFormat::Csv { ',' } else { '\t' };
-                let _ = writeln!(
-                    out,
-                    "{id}{d}{}{d}{}{d}{}{d}{}{d}{:.2}{d}{}{d}{:032x}{d}{}",
-                    self.clickhouse_time(),
-                    self.service,
-                    self.endpoint,
-                    self.status,
-                    self.latency_ms,
-                    self.bytes,
-                    self.request_id,
-                    self.user_id
-                );
-            }
-            RowFormat::Values => {
-                // Tuples may be separated by whitespace alone, as ClickHouse reads them.
-                let _ = writeln!(
-                    out,
-                    "({id},'{}','{}','{}',{},{:.2},{},'{:032x}',{})",
-                    self.clickhouse_time(),
-                    self.service,
-                    self.endpoint,
-                    self.status,
-                    self.latency_ms,
-                    self.bytes,
-                    self.request_id,
-                    self.user_id
-                );
-            }
-            RowFormat::RowBinary => self.write_row_binary(id, out),
-        }
+        let (open, delimiter, close, quote) = match format {
+            RowFormat::JsonEachRow => return self.write_ndjson(id, out),
+            RowFormat::RowBinary => return self.write_row_binary(id, out),
+            RowFormat::JsonCompactEachRow => ("[", ",", "]", "\""),
+            RowFormat::TabSeparated => ("", "\t", "", ""),
+            RowFormat::Csv => ("", ",", "", ""),
+            // Tuples may be separated by whitespace alone, as ClickHouse reads them.
+            RowFormat::Values => ("(", ",", ")", "'"),
+        };
+        // No value holds a quote, a delimiter or a character any format escapes.
+        let values: Vec<String> = self
+            .text_values(id)
+            .into_iter()
+            .map(|(text, is_string)| {
+                if is_string {
+                    format!("{quote}{text}{quote}")
+                } else {
+                    text
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{open}{}{close}", values.join(delimiter));
+    }
+
+    /// The values with an `id`, in [`COLUMNS_TOML`]'s order, as text, each with whether it is a
+    /// string (which some formats quote).
+    fn text_values(&self, id: u64) -> [(String, bool); 9] {
+        [
+            (id.to_string(), false),
+            (self.clickhouse_time(), true),
+            (self.service.to_owned(), true),
+            (self.endpoint.to_owned(), true),
+            (self.status.to_string(), false),
+            (format!("{:.2}", self.latency_ms), false),
+            (self.bytes.to_string(), false),
+            (format!("{:032x}", self.request_id), true),
+            (self.user_id.to_string(), false),
+        ]
     }
 
     /// One row in the types of [`ROW_BINARY_HEADER`].

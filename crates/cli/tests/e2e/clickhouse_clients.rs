@@ -8,13 +8,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
-use std::fs::File;
-
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-use crate::common::{Server, parts, python};
+use crate::common::{Server, python, stop_and_read};
 
 const CONFIG: &str = r#"
 [flush]
@@ -58,29 +52,14 @@ fn run(mut command: Command, what: &str) -> String {
 type Row = (i64, Option<String>);
 
 /// Stops the server and returns every row of table `t` in the lake, sorted.
-fn landed(mut server: Server) -> Vec<Row> {
-    server.sigterm();
-    assert!(server.wait(Duration::from_secs(30)).success());
-    let mut rows = Vec::new();
-    for part in parts(&server.data_dir, "t") {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let ids = batch.column(0).as_primitive::<Int64Type>().clone();
-            let names = batch.column(1).as_string::<i32>().clone();
-            for i in 0..batch.num_rows() {
-                rows.push((
-                    ids.value(i),
-                    names.is_valid(i).then(|| names.value(i).to_owned()),
-                ));
-            }
-        }
-    }
-    rows.sort();
-    rows
+fn landed(server: Server) -> Vec<Row> {
+    stop_and_read(server, "t")
+        .into_iter()
+        .map(|cells| {
+            let id = cells[0].as_deref().unwrap_or_default().parse().unwrap();
+            (id, cells[1].clone())
+        })
+        .collect()
 }
 
 fn row(id: i64, name: Option<&str>) -> Row {

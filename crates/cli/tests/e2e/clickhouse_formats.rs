@@ -2,16 +2,12 @@
 //! values sent: the same two rows in each format, read back from the lake column by column.
 //! Also the encodings ClickHouse takes (`Content-Encoding`, `decompress=1`) and the refusals.
 
-use std::fs::File;
 use std::io::Write;
 use std::time::Duration;
 
-use arrow::array::Array;
-use arrow::util::display::array_value_to_string;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reqwest::StatusCode;
 
-use crate::common::{Server, parts};
+use crate::common::{Server, stop_and_read};
 
 const CONFIG: &str = r#"
 [flush]
@@ -198,36 +194,8 @@ async fn insert(server: &Server, query: &str, body: Vec<u8>, headers: &[(&str, &
     text
 }
 
-/// Every row of table `f` in the lake, each cell as the lake shows it, sorted by id.
-fn landed(mut server: Server) -> Vec<Vec<Option<String>>> {
-    server.sigterm();
-    assert!(server.wait(Duration::from_secs(30)).success());
-    let mut rows = Vec::new();
-    for part in parts(&server.data_dir, "f") {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
-            .unwrap()
-            .build()
-            .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            for i in 0..batch.num_rows() {
-                let cell = |column: &dyn Array| {
-                    column
-                        .is_valid(i)
-                        .then(|| array_value_to_string(column, i).unwrap())
-                };
-                rows.push(batch.columns().iter().map(|c| cell(c.as_ref())).collect());
-            }
-        }
-    }
-    rows.sort_by_key(|row: &Vec<Option<String>>| {
-        row[0]
-            .as_deref()
-            .unwrap_or_default()
-            .parse::<i64>()
-            .unwrap()
-    });
-    rows
+fn landed(server: Server) -> Vec<Vec<Option<String>>> {
+    stop_and_read(server, "f")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

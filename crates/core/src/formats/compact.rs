@@ -6,7 +6,7 @@ use arrow::array::RecordBatch;
 use serde_json::Value as Json;
 
 use super::columns::{Columns, Value};
-use super::{Header, at_row, body_columns};
+use super::{Header, at_row, body_columns, pair};
 use crate::error::DecodeError;
 use crate::schema::TableSchema;
 
@@ -74,18 +74,7 @@ pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, Dec
     };
     let names = rows.strings()?.ok_or_else(missing)?;
     let types = rows.strings()?.ok_or_else(missing)?;
-    if names.len() != types.len() {
-        return Err(DecodeError::new(
-            None,
-            None,
-            format!(
-                "the header names {} columns and gives {} types",
-                names.len(),
-                types.len()
-            ),
-        ));
-    }
-    Ok(names.into_iter().zip(types).collect())
+    pair(names, types)
 }
 
 fn value(json: &Json) -> Result<Value<'_>, DecodeError> {

@@ -109,6 +109,22 @@ fn body_columns(schema: &TableSchema, listed: Option<&[String]>) -> Vec<String> 
     }
 }
 
+/// A header's names and types, side by side; refused when they do not pair up.
+fn pair(names: Vec<String>, types: Vec<String>) -> Result<Vec<(String, String)>, DecodeError> {
+    if names.len() != types.len() {
+        return Err(DecodeError::new(
+            None,
+            None,
+            format!(
+                "the header names {} columns and gives {} types",
+                names.len(),
+                types.len()
+            ),
+        ));
+    }
+    Ok(names.into_iter().zip(types).collect())
+}
+
 /// `error`, placed at row `row` of the body.
 fn at_row(row: usize, mut error: DecodeError) -> DecodeError {
     error.line = Some(row);

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use arrow::array::RecordBatch;
 
 use super::columns::{Columns, Value};
-use super::{Header, body_columns};
+use super::{Header, body_columns, pair};
 use crate::error::DecodeError;
 use crate::schema::{ColumnType, TableSchema};
 
@@ -263,21 +263,6 @@ pub(crate) fn declared_csv_columns(
     let names = next()?;
     let types = next()?;
     pair(names, types)
-}
-
-fn pair(names: Vec<String>, types: Vec<String>) -> Result<Vec<(String, String)>, DecodeError> {
-    if names.len() != types.len() {
-        return Err(DecodeError::new(
-            None,
-            None,
-            format!(
-                "the header names {} columns and gives {} types",
-                names.len(),
-                types.len()
-            ),
-        ));
-    }
-    Ok(names.into_iter().zip(types).collect())
 }
 
 fn check_width(fields: usize, width: usize) -> Result<(), DecodeError> {

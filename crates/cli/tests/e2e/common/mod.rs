@@ -220,6 +220,40 @@ pub fn parts(data_dir: &Path, table: &str) -> Vec<PathBuf> {
     sluice_lab::verify::part_files(data_dir, table).unwrap()
 }
 
+/// Stops `server` and returns every row of `table` in its lake, each cell as Arrow displays it
+/// (`None` for null), sorted by the first column, a whole number.
+pub fn stop_and_read(mut server: Server, table: &str) -> Vec<Vec<Option<String>>> {
+    use arrow::array::Array;
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let mut rows = Vec::new();
+    for part in parts(&server.data_dir, table) {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            for i in 0..batch.num_rows() {
+                let cell = |column: &dyn Array| {
+                    column
+                        .is_valid(i)
+                        .then(|| arrow::util::display::array_value_to_string(column, i).unwrap())
+                };
+                rows.push(batch.columns().iter().map(|c| cell(c.as_ref())).collect());
+            }
+        }
+    }
+    rows.sort_by_key(|row: &Vec<Option<String>>| {
+        row[0]
+            .as_deref()
+            .unwrap_or_default()
+            .parse::<i64>()
+            .unwrap()
+    });
+    rows
+}
+
 /// Rows in one part file.
 pub fn part_rows(path: &Path) -> usize {
     let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
