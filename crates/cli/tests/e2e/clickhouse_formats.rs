@@ -179,10 +179,19 @@ fn bodies(id: i64) -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-async fn insert(server: &Server, query: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> String {
+/// Posts `body` with `query` and the URL parameters `params`; fails the test unless it is
+/// answered 200.
+async fn insert_with(
+    server: &Server,
+    query: &str,
+    params: &[(&str, &str)],
+    body: Vec<u8>,
+    headers: &[(&str, &str)],
+) -> String {
     let mut request = reqwest::Client::new()
         .post(server.url("/"))
         .query(&[("query", query)])
+        .query(params)
         .body(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -192,6 +201,10 @@ async fn insert(server: &Server, query: &str, body: Vec<u8>, headers: &[(&str, &
     let text = response.text().await.unwrap();
     assert_eq!(status, StatusCode::OK, "{query}: {text}");
     text
+}
+
+async fn insert(server: &Server, query: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> String {
+    insert_with(server, query, &[], body, headers).await
 }
 
 fn landed(server: Server) -> Vec<Vec<Option<String>>> {
@@ -269,21 +282,107 @@ fn lz4_frame(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
+fn finished<W: Write>(mut encoder: W, bytes: &[u8]) -> W {
+    encoder.write_all(bytes).unwrap();
+    encoder
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    finished(encoder, bytes).finish().unwrap()
+}
+
+fn brotli(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    drop(finished(
+        brotli::CompressorWriter::new(&mut out, 4096, 5, 22),
+        bytes,
+    ));
+    out
+}
+
+fn xz(bytes: &[u8]) -> Vec<u8> {
+    let options = lzma_rust2::XzOptions::with_preset(1);
+    let encoder = lzma_rust2::XzWriter::new(Vec::new(), options).unwrap();
+    finished(encoder, bytes).finish().unwrap()
+}
+
+fn bz2(bytes: &[u8]) -> Vec<u8> {
+    let encoder = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+    finished(encoder, bytes).finish().unwrap()
+}
+
+/// One Hadoop snappy block of one chunk, as ClickHouse reads `Content-Encoding: snappy`.
+fn hadoop_snappy(bytes: &[u8]) -> Vec<u8> {
+    let chunk = snap::raw::Encoder::new().compress_vec(bytes).unwrap();
+    let mut out = u32::try_from(bytes.len()).unwrap().to_be_bytes().to_vec();
+    out.extend(u32::try_from(chunk.len()).unwrap().to_be_bytes());
+    out.extend(chunk);
+    out
+}
+
+/// One of ClickHouse's compressed blocks (`decompress=1`) holding `bytes` by `method`: its
+/// CityHash128 1.0.2 checksum, the method byte, the sizes, the payload.
+fn compressed_block(method: u8, bytes: &[u8]) -> Vec<u8> {
+    let payload = match method {
+        0x02 => bytes.to_vec(),
+        0x82 => lz4_flex::block::compress(bytes),
+        0x90 => zstd::bulk::compress(bytes, 3).unwrap(),
+        other => panic!("no method {other}"),
+    };
+    let mut block = vec![method];
+    block.extend(u32::try_from(9 + payload.len()).unwrap().to_le_bytes());
+    block.extend(u32::try_from(bytes.len()).unwrap().to_le_bytes());
+    block.extend(payload);
+    let hash = cityhash_rs::cityhash_102_128(&block);
+    // cityhash-rs gives CityHash's first half in the upper bits; ClickHouse stores it first.
+    let mut out = ((hash >> 64) as u64).to_le_bytes().to_vec();
+    out.extend((hash as u64).to_le_bytes());
+    out.extend(block);
+    out
+}
+
+/// A row of table `f` in TSV with its id and name, the rest null.
+fn tsv_row(id: u32, name: &str) -> Vec<u8> {
+    format!("{id}\t{name}\t\\N\t\\N\t\\N\t\\N\n").into_bytes()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn content_encodings_decode_and_bad_bodies_are_refused_with_row_and_column() {
+async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() {
     let server = Server::start(CONFIG);
     let query = "INSERT INTO f FORMAT TSV";
-    insert(
+    let encoded = |name: &'static str, body: Vec<u8>| (name, body);
+    // Two LZ4 frames back to back, as clickhouse-connect sends a body of several blocks.
+    let frames = [lz4_frame(&tsv_row(2, "lz4")), lz4_frame(&tsv_row(3, "lz4"))].concat();
+    for (encoding, body) in [
+        encoded("deflate", deflate(&tsv_row(1, "deflate"))),
+        encoded("lz4", frames),
+        encoded("br", brotli(&tsv_row(4, "br"))),
+        encoded("xz", xz(&tsv_row(5, "xz"))),
+        encoded("bz2", bz2(&tsv_row(6, "bz2"))),
+        encoded("snappy", hadoop_snappy(&tsv_row(7, "snappy"))),
+        encoded(
+            "zstd",
+            zstd::bulk::compress(&tsv_row(8, "zstd"), 3).unwrap(),
+        ),
+    ] {
+        insert(&server, query, body, &[("content-encoding", encoding)]).await;
+    }
+    // Compressed blocks, one per method, a row split across two of them, gzipped on top, which
+    // is undone first.
+    let split = tsv_row(10, "blocks");
+    let mut blocks = compressed_block(0x90, &tsv_row(9, "blocks"));
+    blocks.extend(compressed_block(0x82, &split[..4]));
+    blocks.extend(compressed_block(0x02, &split[4..]));
+    let in_blocks = [("decompress", "1")];
+    insert_with(
         &server,
         query,
-        deflate(b"1\tdeflate\t\\N\t\\N\t\\N\t\\N\n"),
-        &[("content-encoding", "deflate")],
+        &in_blocks,
+        gzip(&blocks),
+        &[("content-encoding", "gzip")],
     )
     .await;
-    // Two LZ4 frames back to back, as clickhouse-connect sends a body of several blocks.
-    let mut frames = lz4_frame(b"2\tlz4\t\\N\t\\N\t\\N\t\\N\n");
-    frames.extend(lz4_frame(b"3\tlz4\t\\N\t\\N\t\\N\t\\N\n"));
-    insert(&server, query, frames, &[("content-encoding", "lz4")]).await;
 
     let client = reqwest::Client::new();
     for (format, body, says) in [
@@ -330,10 +429,41 @@ async fn content_encodings_decode_and_bad_bodies_are_refused_with_row_and_column
         let text = response.text().await.unwrap();
         assert!(text.contains(says), "{format}: {text}");
     }
+    let mut corrupt = compressed_block(0x82, &tsv_row(11, "corrupt"));
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 1;
+    let refused = client
+        .post(server.url("/"))
+        .query(&[("query", query)])
+        .query(&in_blocks)
+        .body(corrupt)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let text = refused.text().await.unwrap();
+    assert!(
+        text.contains("compressed block 1 at byte 0: checksum mismatch"),
+        "{text}"
+    );
+
     server
-        .wait_rows_written("f", 3, Duration::from_secs(10))
+        .wait_rows_written("f", 10, Duration::from_secs(10))
         .await;
-    let rows = landed(server);
-    let ids: Vec<_> = rows.iter().map(|r| r[0].clone().unwrap()).collect();
-    assert_eq!(ids, ["1", "2", "3"], "a refused insert left no row");
+    let landed: Vec<(String, String)> = landed(server)
+        .into_iter()
+        .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()))
+        .collect();
+    let names = [
+        "deflate", "lz4", "lz4", "br", "xz", "bz2", "snappy", "zstd", "blocks", "blocks",
+    ];
+    let want: Vec<(String, String)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| ((i + 1).to_string(), (*name).to_owned()))
+        .collect();
+    assert_eq!(
+        landed, want,
+        "every encoding landed its row; a refused insert left none"
+    );
 }
