@@ -17,12 +17,19 @@ pub enum JsonDialect {
     /// arrow-json and quoted numbers taken. Only for replaying a write-ahead log written then,
     /// whose inserts were acknowledged under those rules.
     Lenient,
+    /// [`JsonDialect::ClickHouse`] as sluice took it before it read a number for a timestamp as
+    /// Unix seconds: such a number is microseconds. Only for replaying a write-ahead log written
+    /// then, whose inserts were acknowledged under that rule.
+    ClickHouseMicros,
 }
 
 impl JsonDialect {
     /// Whether a number column takes a number in quotes.
     pub(crate) fn takes_quoted_numbers(self) -> bool {
-        matches!(self, Self::ClickHouse | Self::Lenient)
+        matches!(
+            self,
+            Self::ClickHouse | Self::ClickHouseMicros | Self::Lenient
+        )
     }
 
     /// Whether rows are lines, so the body as a whole is valid input for arrow-json.

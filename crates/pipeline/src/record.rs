@@ -3,7 +3,8 @@
 //! ```text
 //! version u8 (1) | kind u8 | table len u16 | table | kind-specific
 //! kind 1, NDJSON:    flags u8 (1 = skip unknown fields, 2 = column list,
-//!                              4 = JSON checked strictly, 8 = ClickHouse's framing)
+//!                              4 = JSON checked strictly, 8 = ClickHouse's framing,
+//!                              16 = a number for a timestamp is seconds)
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    body (the rest)
 //! kind 2, Arrow IPC: an IPC stream with one batch (the rest)
@@ -18,7 +19,10 @@
 //!
 //! Flags 4 and 8 name the JSON dialect the door took the insert under. A record with neither was
 //! logged before sluice checked JSON syntax, and replays under the rules it was taken by
-//! ([`JsonDialect::Lenient`]); an older sluice reading a newer log ignores both.
+//! ([`JsonDialect::Lenient`]); an older sluice reading a newer log ignores both. Flag 16 marks
+//! a ClickHouse record taken since a number for a timestamp is Unix seconds on that door; one
+//! with flag 8 and without it replays with such numbers as microseconds, as it was acknowledged
+//! ([`JsonDialect::ClickHouseMicros`]).
 //!
 //! Bodies in ClickHouse's other formats are kind 3, which a sluice that does not read them
 //! refuses by kind rather than misreading. A positional body (no header) is logged with the
@@ -36,6 +40,7 @@ const FLAG_SKIP_UNKNOWN: u8 = 1;
 const FLAG_COLUMNS: u8 = 2;
 const FLAG_STRICT: u8 = 4;
 const FLAG_CLICKHOUSE: u8 = 8;
+const FLAG_SECONDS: u8 = 16;
 
 /// A logged insert.
 #[derive(Debug, Clone)]
@@ -78,7 +83,8 @@ pub(crate) fn encode_body(table: &str, options: &DecodeOptions, body: &[u8]) -> 
     if json {
         flags |= match options.dialect {
             JsonDialect::Ndjson => FLAG_STRICT,
-            JsonDialect::ClickHouse => FLAG_STRICT | FLAG_CLICKHOUSE,
+            JsonDialect::ClickHouse => FLAG_STRICT | FLAG_CLICKHOUSE | FLAG_SECONDS,
+            JsonDialect::ClickHouseMicros => FLAG_STRICT | FLAG_CLICKHOUSE,
             _ => 0,
         };
     }
@@ -197,8 +203,10 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
 
 /// The JSON dialect a record's flags name.
 fn dialect(flags: u8) -> JsonDialect {
-    if flags & FLAG_CLICKHOUSE != 0 {
+    if flags & FLAG_CLICKHOUSE != 0 && flags & FLAG_SECONDS != 0 {
         JsonDialect::ClickHouse
+    } else if flags & FLAG_CLICKHOUSE != 0 {
+        JsonDialect::ClickHouseMicros
     } else if flags & FLAG_STRICT != 0 {
         JsonDialect::Ndjson
     } else {
@@ -341,6 +349,21 @@ mod tests {
         assert_eq!(options.dialect, JsonDialect::Lenient);
         assert!(options.skip_unknown_fields);
         assert_eq!(body, b"{\"a\": 1 \"b\": 2}");
+    }
+
+    #[test]
+    fn a_clickhouse_record_logged_before_seconds_replays_in_microseconds() {
+        // version 1, NDJSON, table "t", flags 4 | 8 (strict, ClickHouse), the body.
+        let logged = b"\x01\x01\x01\x00t\x0c{\"ts\": 1795953600000000}";
+        let Record::Body { options, .. } = decode(logged).unwrap() else {
+            panic!("wrong kind");
+        };
+        assert_eq!(options.dialect, JsonDialect::ClickHouseMicros);
+        let now = DecodeOptions {
+            dialect: JsonDialect::ClickHouse,
+            ..DecodeOptions::default()
+        };
+        assert_eq!(encode_body("t", &now, b"{}")[5], 4 | 8 | 16);
     }
 
     #[test]

@@ -39,7 +39,9 @@ pub fn rows(body: &[u8], dialect: JsonDialect) -> Result<Vec<Row<'_>>, DecodeErr
         JsonDialect::Ndjson => Ok(lines(body, is_json_space).collect()),
         // What the line filter always was: any ASCII whitespace makes a line blank.
         JsonDialect::Lenient => Ok(lines(body, |b| b.is_ascii_whitespace()).collect()),
-        JsonDialect::ClickHouse => ClickHouseRows::new(body).collect(),
+        JsonDialect::ClickHouse | JsonDialect::ClickHouseMicros => {
+            ClickHouseRows::new(body).collect()
+        }
     }
 }
 

@@ -84,7 +84,30 @@ fn micros(text: &str) -> Option<Option<i64>> {
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::AsArray;
+    use arrow::datatypes::TimestampMicrosecondType;
+
     use super::*;
+    use crate::json::{DecodeOptions, JsonDialect, decode_ndjson};
+    use crate::schema::{Column, ColumnType, TableSchema};
+
+    #[test]
+    fn the_clickhouse_door_reads_seconds_and_replayed_records_keep_microseconds() {
+        let schema = TableSchema::new(vec![Column::new("ts", ColumnType::Timestamp)]).unwrap();
+        let body = br#"{"ts": 1795953600} {"ts": "2026-11-29 12:00:00"}"#;
+        let read = |dialect| {
+            let options = DecodeOptions {
+                dialect,
+                ..DecodeOptions::default()
+            };
+            let batch = decode_ndjson(&schema, body, &options).unwrap();
+            let ts = batch.column(0).as_primitive::<TimestampMicrosecondType>();
+            (ts.value(0), ts.value(1))
+        };
+        let noon = 1_795_953_600_000_000;
+        assert_eq!(read(JsonDialect::ClickHouse), (noon, noon));
+        assert_eq!(read(JsonDialect::ClickHouseMicros), (1_795_953_600, noon));
+    }
 
     #[test]
     fn seconds_become_microseconds_and_nothing_else_changes() {
