@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
             format,
             skip_unknown_fields,
             csv_delimiter: (pick & 0x80 != 0).then_some(b';'),
+            null_as_default: pick & 0x40 != 0,
             ..DecodeOptions::default()
         };
         if let Ok(batch) = decode(schema(), body, &options) {

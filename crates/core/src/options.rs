@@ -53,6 +53,10 @@ pub struct DecodeOptions {
     pub format: InputFormat,
     /// The field delimiter of `CSV` (ClickHouse's `format_csv_delimiter`); `None` is a comma.
     pub csv_delimiter: Option<u8>,
+    /// A null for a column that is not nullable is stored as its type's default (zero, false,
+    /// the empty string, 1970-01-01) instead of refused: ClickHouse's
+    /// `input_format_null_as_default=1`, asked for per insert.
+    pub null_as_default: bool,
 }
 
 /// Whether a text or binary body starts with a row of column names, and one of types.

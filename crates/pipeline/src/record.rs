@@ -4,11 +4,12 @@
 //! version u8 (1) | kind u8 | table len u16 | table | kind-specific
 //! kind 1, NDJSON:    flags u8 (1 = skip unknown fields, 2 = column list,
 //!                              4 = JSON checked strictly, 8 = ClickHouse's framing,
-//!                              16 = a number for a timestamp is seconds)
+//!                              16 = a number for a timestamp is seconds,
+//!                              32 = a null for a required column is its default)
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    body (the rest)
 //! kind 2, Arrow IPC: an IPC stream with one batch (the rest)
-//! kind 3, ClickHouse format: flags u8 (1 and 2 as kind 1)
+//! kind 3, ClickHouse format: flags u8 (1, 2 and 32 as kind 1)
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    format u8 | header u8 | CSV delimiter u8
 //!                    body (the rest)
@@ -41,6 +42,7 @@ const FLAG_COLUMNS: u8 = 2;
 const FLAG_STRICT: u8 = 4;
 const FLAG_CLICKHOUSE: u8 = 8;
 const FLAG_SECONDS: u8 = 16;
+const FLAG_NULL_AS_DEFAULT: u8 = 32;
 
 /// A logged insert.
 #[derive(Debug, Clone)]
@@ -79,6 +81,9 @@ pub(crate) fn encode_body(table: &str, options: &DecodeOptions, body: &[u8]) -> 
     }
     if options.columns.is_some() {
         flags |= FLAG_COLUMNS;
+    }
+    if options.null_as_default {
+        flags |= FLAG_NULL_AS_DEFAULT;
     }
     if json {
         flags |= match options.dialect {
@@ -180,6 +185,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                 dialect: dialect(flags),
                 skip_unknown_fields: flags & FLAG_SKIP_UNKNOWN != 0,
                 columns,
+                null_as_default: flags & FLAG_NULL_AS_DEFAULT != 0,
                 ..DecodeOptions::default()
             };
             if kind == KIND_FORMAT {
@@ -321,6 +327,7 @@ mod tests {
                 format,
                 csv_delimiter: Some(b';'),
                 columns: Some(vec!["a".into()]),
+                null_as_default: true,
                 ..DecodeOptions::default()
             };
             let bytes = encode_body("t", &options, b"\x01\x02");
@@ -333,6 +340,7 @@ mod tests {
             assert_eq!(body, b"\x01\x02", "{name}");
             assert_eq!(got.format, format, "{name}");
             assert_eq!(got.columns, options.columns, "{name}");
+            assert!(got.null_as_default, "{name}");
             if format != InputFormat::JsonEachRow {
                 assert_eq!(got.csv_delimiter, Some(b';'), "{name}");
             }

@@ -383,6 +383,10 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
         &[("content-encoding", "gzip")],
     )
     .await;
+    // A null for the required id is its default, 0, when the insert asks, as ClickHouse does.
+    let null_id = b"\\N,null as default,,,,\n".to_vec();
+    let defaults = [("input_format_null_as_default", "1")];
+    insert_with(&server, "INSERT INTO f FORMAT CSV", &defaults, null_id, &[]).await;
 
     let client = reqwest::Client::new();
     for (format, body, says) in [
@@ -390,6 +394,11 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
             "TSV",
             &b"4\ta\t\\N\t\\N\t\\N\t\\N\t5\n"[..],
             "line 1: the row has 7 values",
+        ),
+        (
+            "CSV",
+            b"\\N,a,,,,\n",
+            "line 1, column 'id': the column is required (not nullable) and the row has null",
         ),
         (
             "CSV",
@@ -448,7 +457,7 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
     );
 
     server
-        .wait_rows_written("f", 10, Duration::from_secs(10))
+        .wait_rows_written("f", 11, Duration::from_secs(10))
         .await;
     let landed: Vec<(String, String)> = landed(server)
         .into_iter()
@@ -457,10 +466,11 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
     let names = [
         "deflate", "lz4", "lz4", "br", "xz", "bz2", "snappy", "zstd", "blocks", "blocks",
     ];
-    let want: Vec<(String, String)> = names
+    let want: Vec<(String, String)> = ["null as default"]
         .iter()
+        .chain(&names)
         .enumerate()
-        .map(|(i, name)| ((i + 1).to_string(), (*name).to_owned()))
+        .map(|(i, name)| (i.to_string(), (*name).to_owned()))
         .collect();
     assert_eq!(
         landed, want,

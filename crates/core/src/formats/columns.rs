@@ -16,6 +16,7 @@ use arrow::array::{
 use super::text;
 use crate::error::DecodeError;
 use crate::name::printable;
+use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
 
 /// One value from the body, before it is converted into its column's type.
@@ -41,6 +42,8 @@ pub(crate) type Target = Option<usize>;
 /// The table's columns under construction.
 pub(crate) struct Columns<'s> {
     schema: &'s TableSchema,
+    /// A null for a required column is its type's default (`input_format_null_as_default`).
+    null_as_default: bool,
     targets: Vec<Target>,
     builders: Vec<Builder>,
     filled: Vec<bool>,
@@ -50,13 +53,14 @@ pub(crate) struct Columns<'s> {
 impl<'s> Columns<'s> {
     /// Columns for a body whose values come in the order of `names` (the body's header, the
     /// insert's column list, or the table's columns). A name the table lacks is refused, or
-    /// skipped when `skip_unknown` says so; a required column no name covers is refused.
+    /// skipped when `options.skip_unknown_fields` says so; a required column no name covers is
+    /// refused.
     pub(crate) fn new(
         schema: &'s TableSchema,
         names: &[String],
-        skip_unknown: bool,
+        options: &DecodeOptions,
     ) -> Result<Self, DecodeError> {
-        let targets = targets(schema, names, skip_unknown)?;
+        let targets = targets(schema, names, options.skip_unknown_fields)?;
         if let Some(missing) = schema
             .columns()
             .iter()
@@ -76,6 +80,7 @@ impl<'s> Columns<'s> {
             .collect();
         Ok(Self {
             schema,
+            null_as_default: options.null_as_default,
             filled: vec![false; schema.columns().len()],
             targets,
             builders,
@@ -114,12 +119,19 @@ impl<'s> Columns<'s> {
         if self.filled[target] {
             return Err(fail("the row gives the column twice".to_owned()));
         }
+        let builder = &mut self.builders[target];
         if value == Value::Null && !column.nullable {
-            return Err(fail(
-                "the column is required (not nullable) and the row has null".to_owned(),
-            ));
+            if !self.null_as_default {
+                return Err(fail(
+                    "the column is required (not nullable) and the row has null; \
+                     input_format_null_as_default=1 stores its type's default instead"
+                        .to_owned(),
+                ));
+            }
+            builder.push_default();
+        } else {
+            builder.push(column.ty, value).map_err(fail)?;
         }
-        self.builders[target].push(column.ty, value).map_err(fail)?;
         self.filled[target] = true;
         Ok(())
     }
@@ -251,6 +263,27 @@ impl Builder {
             Self::Timestamp(b) => b.append_value(to_micros(value)?),
         }
         Ok(())
+    }
+
+    /// The type's default, as ClickHouse stores one for a null: zero, false, the empty string,
+    /// 1970-01-01.
+    fn push_default(&mut self) {
+        match self {
+            Self::Bool(b) => b.append_value(false),
+            Self::Int8(b) => b.append_value(0),
+            Self::Int16(b) => b.append_value(0),
+            Self::Int32(b) => b.append_value(0),
+            Self::Int64(b) => b.append_value(0),
+            Self::UInt8(b) => b.append_value(0),
+            Self::UInt16(b) => b.append_value(0),
+            Self::UInt32(b) => b.append_value(0),
+            Self::UInt64(b) => b.append_value(0),
+            Self::Float32(b) => b.append_value(0.0),
+            Self::Float64(b) => b.append_value(0.0),
+            Self::String(b) => b.append_value(""),
+            Self::Date(b) => b.append_value(0),
+            Self::Timestamp(b) => b.append_value(0),
+        }
     }
 
     fn push_null(&mut self) {
@@ -398,6 +431,13 @@ mod tests {
     use super::*;
     use crate::schema::Column;
 
+    fn skipping(skip_unknown_fields: bool) -> DecodeOptions {
+        DecodeOptions {
+            skip_unknown_fields,
+            ..DecodeOptions::default()
+        }
+    }
+
     fn schema() -> TableSchema {
         TableSchema::new(vec![
             Column::new("id", ColumnType::Int64).required(),
@@ -411,7 +451,7 @@ mod tests {
     fn builds_rows_in_any_column_order_and_fills_what_they_leave_out() {
         let schema = schema();
         let names = ["at".to_owned(), "id".to_owned()];
-        let mut columns = Columns::new(&schema, &names, false).unwrap();
+        let mut columns = Columns::new(&schema, &names, &skipping(false)).unwrap();
         columns.put(0, Value::Text("2026-12-06 10:00:00")).unwrap();
         columns.put(1, Value::Int(7)).unwrap();
         columns.end_row().unwrap();
@@ -437,7 +477,7 @@ mod tests {
     fn refuses_what_does_not_fit_naming_the_column() {
         let schema = schema();
         let names = ["id".to_owned(), "small".to_owned()];
-        let mut columns = Columns::new(&schema, &names, false).unwrap();
+        let mut columns = Columns::new(&schema, &names, &skipping(false)).unwrap();
         let error = columns.put(1, Value::Int(300)).unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -454,30 +494,57 @@ mod tests {
         let error = columns.end_row().unwrap_err();
         assert!(error.to_string().starts_with("column 'id'"), "{error}");
 
-        let error = Columns::new(&schema, &["nope".to_owned()], false)
+        let error = Columns::new(&schema, &["nope".to_owned()], &skipping(false))
             .err()
             .unwrap();
         assert!(error.to_string().contains("no such column"), "{error}");
-        let error = Columns::new(&schema, &["small".to_owned()], true)
+        let error = Columns::new(&schema, &["small".to_owned()], &skipping(true))
             .err()
             .unwrap();
         assert!(error.to_string().contains("leaves it out"), "{error}");
-        let skipping = Columns::new(&schema, &["nope".to_owned(), "id".to_owned()], true).unwrap();
+        let skipping = Columns::new(
+            &schema,
+            &["nope".to_owned(), "id".to_owned()],
+            &skipping(true),
+        )
+        .unwrap();
         assert_eq!(skipping.targets(), &[None, Some(0)]);
+    }
+
+    #[test]
+    fn a_null_for_a_required_column_is_refused_or_its_default_when_asked() {
+        let schema = schema();
+        let names = ["id".to_owned()];
+        let mut refusing = Columns::new(&schema, &names, &skipping(false)).unwrap();
+        let error = refusing.put(0, Value::Null).unwrap_err().to_string();
+        assert!(error.contains("input_format_null_as_default=1"), "{error}");
+        let options = DecodeOptions {
+            null_as_default: true,
+            ..DecodeOptions::default()
+        };
+        let mut defaulting = Columns::new(&schema, &names, &options).unwrap();
+        defaulting.put(0, Value::Null).unwrap();
+        defaulting.end_row().unwrap();
+        let batch = defaulting.finish().unwrap();
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 0);
+        assert!(
+            batch.column(1).is_null(0),
+            "a nullable column keeps its null"
+        );
     }
 
     #[test]
     fn every_column_type_has_its_own_builder() {
         for ty in ColumnType::ALL {
             let schema = TableSchema::new(vec![Column::new("c", ty)]).unwrap();
-            let mut columns = Columns::new(&schema, &["c".to_owned()], false).unwrap();
+            let mut columns = Columns::new(&schema, &["c".to_owned()], &skipping(false)).unwrap();
             columns.put(0, Value::Null).unwrap();
             columns.end_row().unwrap();
             let batch = columns.finish().unwrap();
             assert_eq!(batch.column(0).data_type(), &ty.arrow_type(), "{ty}");
         }
         let schema = TableSchema::new(vec![Column::new("b", ColumnType::UInt8)]).unwrap();
-        let mut columns = Columns::new(&schema, &["b".to_owned()], false).unwrap();
+        let mut columns = Columns::new(&schema, &["b".to_owned()], &skipping(false)).unwrap();
         columns.put(0, Value::Bool(true)).unwrap();
         columns.end_row().unwrap();
         let batch = columns.finish().unwrap();

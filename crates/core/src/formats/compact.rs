@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 use super::columns::{Columns, Value};
 use super::{Header, at_row, body_columns, pair};
 use crate::error::DecodeError;
+use crate::options::DecodeOptions;
 use crate::schema::TableSchema;
 
 /// Decodes a `JSONCompactEachRow` body into the table's columns.
@@ -15,9 +16,9 @@ pub(crate) fn decode(
     schema: &TableSchema,
     body: &[u8],
     header: Header,
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
     let mut rows = Rows {
         body,
         pos: 0,
@@ -32,7 +33,7 @@ pub(crate) fn decode(
             names
         }
     };
-    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut columns = Columns::new(schema, &names, options)?;
     while let Some(values) = rows.next_row()? {
         let row = rows.row;
         if values.len() != columns.width() {
@@ -192,6 +193,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::formats::tests_support::*;
     use crate::schema::{Column, ColumnType};
 
     fn schema() -> TableSchema {
@@ -208,8 +210,7 @@ mod tests {
             &schema(),
             b"[1,\"a\"]\n[\"2\",null]\n",
             Header::None,
-            None,
-            false,
+            &options_for(None, false),
         )
         .unwrap();
         assert_eq!(
@@ -217,7 +218,13 @@ mod tests {
             &[1, 2]
         );
         let body = b"[\"name\",\"id\"]\n[\"String\",\"Int64\"]\n[\"x\",3]";
-        let batch = decode(&schema(), body, Header::NamesAndTypes, None, false).unwrap();
+        let batch = decode(
+            &schema(),
+            body,
+            Header::NamesAndTypes,
+            &options_for(None, false),
+        )
+        .unwrap();
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[3]);
         assert_eq!(
             declared_columns(body).unwrap(),
@@ -241,7 +248,7 @@ mod tests {
                 "row 1, column 'id': the number 1.5 is not a whole number",
             ),
         ] {
-            let error = decode(&schema(), body, Header::None, None, false)
+            let error = decode(&schema(), body, Header::None, &options_for(None, false))
                 .unwrap_err()
                 .to_string();
             assert!(error.starts_with(says), "{body:?}: {error}");

@@ -39,23 +39,14 @@ pub fn decode(
     body: &[u8],
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
-    let listed = options.columns.as_deref();
-    let skip = options.skip_unknown_fields;
     match options.format {
         InputFormat::JsonEachRow => json::decode_ndjson(schema, body, options),
-        InputFormat::RowBinary(header) => rowbinary::decode(schema, body, header, listed, skip),
-        InputFormat::TabSeparated(header) => {
-            separated::decode_tsv(schema, body, header, listed, skip)
-        }
-        InputFormat::Csv(header) => {
-            let delimiter = options.csv_delimiter.unwrap_or(b',');
-            separated::decode_csv(schema, body, header, delimiter, listed, skip)
-        }
-        InputFormat::Values => values::decode(schema, body, listed, skip),
-        InputFormat::JsonCompactEachRow(header) => {
-            compact::decode(schema, body, header, listed, skip)
-        }
-        InputFormat::JsonStringsEachRow => strings::decode(schema, body, listed, skip),
+        InputFormat::RowBinary(header) => rowbinary::decode(schema, body, header, options),
+        InputFormat::TabSeparated(header) => separated::decode_tsv(schema, body, header, options),
+        InputFormat::Csv(header) => separated::decode_csv(schema, body, header, options),
+        InputFormat::Values => values::decode(schema, body, options),
+        InputFormat::JsonCompactEachRow(header) => compact::decode(schema, body, header, options),
+        InputFormat::JsonStringsEachRow => strings::decode(schema, body, options),
     }
 }
 
@@ -130,4 +121,32 @@ fn at_row(row: usize, mut error: DecodeError) -> DecodeError {
     error.line = Some(row);
     error.counts_rows = true;
     error
+}
+
+/// Options for the decoders' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use crate::options::DecodeOptions;
+
+    pub(crate) fn options_for(
+        listed: Option<&[String]>,
+        skip_unknown_fields: bool,
+    ) -> DecodeOptions {
+        DecodeOptions {
+            columns: listed.map(<[String]>::to_vec),
+            skip_unknown_fields,
+            ..DecodeOptions::default()
+        }
+    }
+
+    pub(crate) fn csv_options(
+        delimiter: u8,
+        listed: Option<&[String]>,
+        skip_unknown_fields: bool,
+    ) -> DecodeOptions {
+        DecodeOptions {
+            csv_delimiter: Some(delimiter),
+            ..options_for(listed, skip_unknown_fields)
+        }
+    }
 }

@@ -10,6 +10,7 @@ use super::columns::{Columns, Value};
 use super::wire::{Input, WireType};
 use super::{Header, at_row, body_columns};
 use crate::error::DecodeError;
+use crate::options::DecodeOptions;
 use crate::schema::TableSchema;
 
 /// The header's names and, when it has them, types.
@@ -70,14 +71,13 @@ pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, Dec
 fn prepare<'s>(
     schema: &'s TableSchema,
     declared: Option<Declared>,
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<(Vec<String>, Vec<WireType>, Columns<'s>), DecodeError> {
     let (names, types) = match declared {
         Some(Declared { names, types }) => (names, types),
-        None => (body_columns(schema, listed), None),
+        None => (body_columns(schema, options.columns.as_deref()), None),
     };
-    let columns = Columns::new(schema, &names, skip_unknown)?;
+    let columns = Columns::new(schema, &names, options)?;
     let types = match types {
         Some(types) => types,
         None => announced_types(schema, &columns, &names)?,
@@ -116,12 +116,11 @@ pub(crate) fn decode(
     schema: &TableSchema,
     body: &[u8],
     header: Header,
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
     let mut input = Input::new(body);
     let declared = read_header(&mut input, header)?;
-    let (names, types, mut columns) = prepare(schema, declared, listed, skip_unknown)?;
+    let (names, types, mut columns) = prepare(schema, declared, options)?;
     while !input.is_empty() {
         let row = columns.rows() + 1;
         for (index, (ty, name)) in types.iter().zip(&names).enumerate() {
@@ -150,6 +149,7 @@ mod tests {
     use arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 
     use super::*;
+    use crate::formats::tests_support::*;
     use crate::schema::{Column, ColumnType};
 
     fn schema() -> TableSchema {
@@ -175,7 +175,7 @@ mod tests {
             string(&mut body, "x");
             body.push(1);
         }
-        let batch = decode(&schema(), &body, Header::None, None, false).unwrap();
+        let batch = decode(&schema(), &body, Header::None, &options_for(None, false)).unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(1), 2);
         assert_eq!(batch.column(2).null_count(), 2);
@@ -190,7 +190,13 @@ mod tests {
         string(&mut body, "UInt32");
         body.extend_from_slice(&1_795_953_600_u32.to_le_bytes());
         body.extend_from_slice(&7_u32.to_le_bytes());
-        let batch = decode(&schema(), &body, Header::NamesAndTypes, None, false).unwrap();
+        let batch = decode(
+            &schema(),
+            &body,
+            Header::NamesAndTypes,
+            &options_for(None, false),
+        )
+        .unwrap();
         let at = batch.column(2).as_primitive::<TimestampMicrosecondType>();
         assert_eq!(at.value(0), 1_795_953_600_000_000);
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 7);
@@ -207,7 +213,7 @@ mod tests {
         body.extend_from_slice(&2_i64.to_le_bytes());
         body.push(0);
         body.push(5);
-        let error = decode(&schema(), &body, Header::None, None, false).unwrap_err();
+        let error = decode(&schema(), &body, Header::None, &options_for(None, false)).unwrap_err();
         assert_eq!(error.line, Some(2));
         assert_eq!(error.field.as_deref(), Some("name"));
         assert!(error.to_string().contains("body ends"), "{error}");

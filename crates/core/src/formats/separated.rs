@@ -12,6 +12,7 @@ use arrow::array::RecordBatch;
 use super::columns::{Columns, Value};
 use super::{Header, body_columns, pair};
 use crate::error::DecodeError;
+use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
 
 /// Decodes a `TabSeparated` body into the table's columns.
@@ -19,15 +20,15 @@ pub(crate) fn decode_tsv(
     schema: &TableSchema,
     body: &[u8],
     header: Header,
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
     let mut lines = tsv_lines(body)?;
     let names = match header {
         Header::None => body_columns(schema, listed),
         _ => tsv_header(&mut lines, header)?,
     };
-    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut columns = Columns::new(schema, &names, options)?;
     for (line, text) in lines {
         let at = |e: DecodeError| at_line(line, e);
         let fields: Vec<&str> = text.split('\t').collect();
@@ -157,16 +158,16 @@ pub(crate) fn decode_csv(
     schema: &TableSchema,
     body: &[u8],
     header: Header,
-    delimiter: u8,
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
+    let delimiter = options.csv_delimiter.unwrap_or(b',');
     let mut records = csv_reader(body, delimiter).into_byte_records();
     let names = match header {
         Header::None => body_columns(schema, listed),
         _ => csv_header(&mut records, header)?,
     };
-    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut columns = Columns::new(schema, &names, options)?;
     for record in records {
         let (line, record) = csv_record(record)?;
         let at = |e: DecodeError| at_line(line, e);
@@ -288,6 +289,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::formats::tests_support::*;
     use crate::schema::Column;
 
     fn schema() -> TableSchema {
@@ -306,14 +308,26 @@ mod tests {
     #[test]
     fn tab_separated_with_escapes_nulls_and_a_header() {
         let body = b"name\tid\nString\tInt64\na\\tb\\\\c\\n\t1\n\\N\t2\n";
-        let batch = decode_tsv(&schema(), body, Header::NamesAndTypes, None, false).unwrap();
+        let batch = decode_tsv(
+            &schema(),
+            body,
+            Header::NamesAndTypes,
+            &options_for(None, false),
+        )
+        .unwrap();
         assert_eq!(names(&batch), [Some("a\tb\\c\n"), None]);
         assert_eq!(
             batch.column(0).as_primitive::<Int64Type>().values(),
             &[1, 2]
         );
         assert_eq!(batch.column(2).null_count(), 2);
-        let plain = decode_tsv(&schema(), b"3\tx\t1.5", Header::None, None, false).unwrap();
+        let plain = decode_tsv(
+            &schema(),
+            b"3\tx\t1.5",
+            Header::None,
+            &options_for(None, false),
+        )
+        .unwrap();
         assert_eq!(plain.num_rows(), 1);
     }
 
@@ -323,17 +337,28 @@ mod tests {
             &schema(),
             b"1\ta\t2\n2\tb\t3\t4\n",
             Header::None,
-            None,
-            false,
+            &options_for(None, false),
         )
         .unwrap_err();
         assert_eq!(
             error.to_string(),
             "line 2: the row has 4 values, and the insert has 3 columns"
         );
-        let error = decode_tsv(&schema(), b"1\ta\\q\t2", Header::None, None, false).unwrap_err();
+        let error = decode_tsv(
+            &schema(),
+            b"1\ta\\q\t2",
+            Header::None,
+            &options_for(None, false),
+        )
+        .unwrap_err();
         assert!(error.to_string().contains("unknown escape"), "{error}");
-        let error = decode_tsv(&schema(), b"1\ta\tx", Header::None, None, false).unwrap_err();
+        let error = decode_tsv(
+            &schema(),
+            b"1\ta\tx",
+            Header::None,
+            &options_for(None, false),
+        )
+        .unwrap_err();
         assert_eq!(
             error.to_string(),
             "line 1, column 'score': 'x' is not a number"
@@ -344,20 +369,35 @@ mod tests {
     fn csv_with_quotes_nulls_and_a_column_list() {
         let listed = ["name".to_owned(), "id".to_owned()];
         let body = b"\"a,\"\"b\"\"\",1\n\\N,2\n\"multi\nline\",3\n";
-        let batch = decode_csv(&schema(), body, Header::None, b',', Some(&listed), false).unwrap();
+        let batch = decode_csv(
+            &schema(),
+            body,
+            Header::None,
+            &csv_options(b',', Some(&listed), false),
+        )
+        .unwrap();
         assert_eq!(names(&batch), [Some("a,\"b\""), None, Some("multi\nline")]);
-        let semicolons = decode_csv(&schema(), b"1;x;;\n", Header::None, b';', None, false);
+        let semicolons = decode_csv(
+            &schema(),
+            b"1;x;;\n",
+            Header::None,
+            &csv_options(b';', None, false),
+        );
         assert!(semicolons.unwrap_err().to_string().contains("4 values"));
-        let empty = decode_csv(&schema(), b"1,,\n", Header::None, b',', None, false).unwrap();
+        let empty = decode_csv(
+            &schema(),
+            b"1,,\n",
+            Header::None,
+            &csv_options(b',', None, false),
+        )
+        .unwrap();
         assert_eq!(names(&empty), [Some("")]);
         assert_eq!(empty.column(2).null_count(), 1);
         let error = decode_csv(
             &schema(),
             b"id\n1\n\"open",
             Header::Names,
-            b',',
-            None,
-            false,
+            &csv_options(b',', None, false),
         )
         .unwrap_err();
         assert!(error.to_string().contains("line 3"), "{error}");

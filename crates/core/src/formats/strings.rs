@@ -9,6 +9,7 @@ use super::columns::{Columns, Value};
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
 use crate::json::frame::{self, Row};
+use crate::options::DecodeOptions;
 use crate::options::JsonDialect;
 use crate::schema::TableSchema;
 
@@ -16,16 +17,16 @@ use crate::schema::TableSchema;
 pub(crate) fn decode(
     schema: &TableSchema,
     body: &[u8],
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
     let names = body_columns(schema, listed);
     let index: HashMap<&str, usize> = names
         .iter()
         .enumerate()
         .map(|(i, name)| (name.as_str(), i))
         .collect();
-    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut columns = Columns::new(schema, &names, options)?;
     for (number, row) in frame::rows(body, JsonDialect::ClickHouse)?
         .iter()
         .enumerate()
@@ -34,7 +35,7 @@ pub(crate) fn decode(
         let object = parse(row).map_err(at)?;
         for (key, value) in &object {
             let Some(&i) = index.get(key.as_str()) else {
-                if skip_unknown {
+                if options.skip_unknown_fields {
                     continue;
                 }
                 return Err(at(unknown(key, listed.is_some())));
@@ -86,6 +87,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::formats::tests_support::*;
     use crate::schema::{Column, ColumnType};
 
     fn schema() -> TableSchema {
@@ -99,7 +101,7 @@ mod tests {
     #[test]
     fn string_values_read_by_the_column_type() {
         let body = br#"{"id":"1","ok":"true"} {"ok":null,"id":"2"}"#;
-        let batch = decode(&schema(), body, None, false).unwrap();
+        let batch = decode(&schema(), body, &options_for(None, false)).unwrap();
         assert_eq!(
             batch.column(0).as_primitive::<Int64Type>().values(),
             &[1, 2]
@@ -122,12 +124,17 @@ mod tests {
                 "row 1, column 'id': the column is required",
             ),
         ] {
-            let error = decode(&schema(), body, None, false)
+            let error = decode(&schema(), body, &options_for(None, false))
                 .unwrap_err()
                 .to_string();
             assert!(error.starts_with(says), "{error}");
         }
-        let skipped = decode(&schema(), br#"{"id":"1","x":"2"}"#, None, true).unwrap();
+        let skipped = decode(
+            &schema(),
+            br#"{"id":"1","x":"2"}"#,
+            &options_for(None, true),
+        )
+        .unwrap();
         assert_eq!(skipped.num_rows(), 1);
     }
 }

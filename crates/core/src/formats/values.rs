@@ -7,17 +7,18 @@ use super::columns::{Columns, Value};
 use super::text::{self, Int};
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
+use crate::options::DecodeOptions;
 use crate::schema::TableSchema;
 
 /// Decodes a `Values` body into the table's columns.
 pub(crate) fn decode(
     schema: &TableSchema,
     body: &[u8],
-    listed: Option<&[String]>,
-    skip_unknown: bool,
+    options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let listed = options.columns.as_deref();
     let names = body_columns(schema, listed);
-    let mut columns = Columns::new(schema, &names, skip_unknown)?;
+    let mut columns = Columns::new(schema, &names, options)?;
     let mut parser = Parser { body, pos: 0 };
     loop {
         parser.skip_space();
@@ -222,6 +223,7 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     use super::*;
+    use crate::formats::tests_support::*;
     use crate::schema::{Column, ColumnType};
 
     fn schema() -> TableSchema {
@@ -235,7 +237,7 @@ mod tests {
     #[test]
     fn tuples_of_literals() {
         let body = b" (1, 'a\\'b'), (-2,NULL)\n(3, 'it''s');";
-        let batch = decode(&schema(), body, None, false).unwrap();
+        let batch = decode(&schema(), body, &options_for(None, false)).unwrap();
         assert_eq!(
             batch.column(0).as_primitive::<Int64Type>().values(),
             &[1, -2, 3]
@@ -260,7 +262,7 @@ mod tests {
                 "row 1, column 'id': 'x' is not a whole number",
             ),
         ] {
-            let error = decode(&schema(), body, None, false)
+            let error = decode(&schema(), body, &options_for(None, false))
                 .unwrap_err()
                 .to_string();
             assert!(error.starts_with(says), "{error}");

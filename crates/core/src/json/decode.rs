@@ -12,7 +12,7 @@ use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 
 use super::frame::{self, Row};
-use super::{DecodeOptions, check, seconds};
+use super::{DecodeOptions, check, rewrite};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{TableSchema, json_kind};
@@ -38,7 +38,7 @@ pub fn decode_ndjson(
     };
     let rows = frame::rows(body, options.dialect)?;
     let in_seconds = check::check(&target, &rows, options.dialect)?;
-    let rewritten = seconds::rewrite(&target, &rows, &in_seconds)?;
+    let rewritten = rewrite::rewrite(&target, &rows, &in_seconds, options.null_as_default)?;
     let skip_unknown = options.skip_unknown_fields;
     let decoded = if options.dialect.is_line_framed() {
         decode_with(&target, [body], rows.len(), skip_unknown)

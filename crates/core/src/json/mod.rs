@@ -8,8 +8,9 @@
 //!   sluice's own API, ClickHouse's looser framing for its `JSONEachRow`.
 //! - `check`: one serde_json pass over every row that refuses what is not JSON (RFC 8259), and
 //!   what arrow-json would take but store differently from what was sent.
-//! - `seconds`: on the ClickHouse door, a timestamp sent as a number is Unix seconds; the rows
-//!   holding one are rewritten in microseconds, which arrow-json reads.
+//! - `rewrite`: rows rewritten for ClickHouse's rules arrow-json does not know: a timestamp
+//!   sent as a number is Unix seconds on the ClickHouse door, and with
+//!   `input_format_null_as_default=1` a null for a column that is not nullable is its default.
 //! - [`decode`]: the checked rows through arrow-json into the table's schema; when that fails,
 //!   a row-by-row search for the first bad row, so good inserts pay nothing for good messages.
 //! - [`infer`]: a new table's schema from its first insert.
@@ -23,7 +24,7 @@ mod check;
 pub mod decode;
 pub mod frame;
 pub mod infer;
-mod seconds;
+mod rewrite;
 
 pub use decode::{conform, decode_ndjson};
 pub use frame::count_rows;

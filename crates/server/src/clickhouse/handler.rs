@@ -394,6 +394,9 @@ fn insert_settings(
         // The parser took only a format sluice reads.
         format: InputFormat::parse(&query.format).unwrap_or_default(),
         csv_delimiter: csv_delimiter(setting("format_csv_delimiter"))?,
+        // ClickHouse's default is 1; sluice refuses unless asked, since a column declared not
+        // nullable says its rows must carry a value.
+        null_as_default: setting("input_format_null_as_default").is_some_and(truthy),
     };
     // Lowers the server's max_partitions_per_insert for this insert; cannot raise it.
     let max_partitions = setting("max_partitions_per_insert_block")

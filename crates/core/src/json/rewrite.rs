@@ -1,9 +1,11 @@
-//! Timestamps sent as Unix seconds on the ClickHouse door.
+//! Rows rewritten before arrow-json sees them, for two of ClickHouse's rules arrow-json does not
+//! know. Every other value keeps its exact text, so nothing else changes.
 //!
-//! ClickHouse reads a number for a `DateTime` column as Unix seconds, and its producers send
-//! `"ts": 1795953600`; arrow-json reads a number for a timestamp column as microseconds. The rows
-//! the strict pass found holding such a number are rewritten, that number times a million, before
-//! arrow-json sees them. Every other value keeps its exact text, so nothing else changes.
+//! - A number for a timestamp is Unix seconds on the ClickHouse door (ClickHouse reads a number
+//!   for a `DateTime` that way, and its producers send `"ts": 1795953600`); arrow-json reads
+//!   microseconds. The rows the strict pass found holding one get that number times a million.
+//! - With `input_format_null_as_default=1`, a null for a column that is not nullable is its
+//!   type's default: zero, false, the empty string, 1970-01-01.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,11 +15,14 @@ use serde_json::value::RawValue;
 use super::frame::Row as Framed;
 use crate::error::DecodeError;
 
-/// The rows at `indexes`, rewritten with their timestamps' seconds in microseconds.
+/// The rows at `in_seconds` rewritten with their timestamps' seconds in microseconds, and with
+/// `null_as_default` every row holding a null for a column that is not nullable, with the
+/// column's default.
 pub(crate) fn rewrite(
     schema: &SchemaRef,
     rows: &[Framed<'_>],
-    indexes: &[usize],
+    in_seconds: &[usize],
+    null_as_default: bool,
 ) -> Result<HashMap<usize, Vec<u8>>, DecodeError> {
     let timestamps: Vec<&str> = schema
         .fields()
@@ -25,17 +30,44 @@ pub(crate) fn rewrite(
         .filter(|f| matches!(f.data_type(), DataType::Timestamp(..)))
         .map(|f| f.name().as_str())
         .collect();
-    let mut rewritten = HashMap::with_capacity(indexes.len());
-    for &index in indexes {
-        let Some(row) = rows.get(index) else {
+    let defaults: Vec<(&str, &str)> = schema
+        .fields()
+        .iter()
+        .filter(|f| null_as_default && !f.is_nullable())
+        .map(|f| (f.name().as_str(), default_of(f.data_type())))
+        .collect();
+    let mut rewritten = HashMap::with_capacity(in_seconds.len());
+    for (index, row) in rows.iter().enumerate() {
+        let seconds = in_seconds.binary_search(&index).is_ok();
+        if !seconds && (defaults.is_empty() || !holds_null(row)) {
             continue;
-        };
-        rewritten.insert(index, rewrite_row(row, &timestamps)?);
+        }
+        let timestamps = if seconds { timestamps.as_slice() } else { &[] };
+        rewritten.insert(index, rewrite_row(row, timestamps, &defaults)?);
     }
     Ok(rewritten)
 }
 
-fn rewrite_row(row: &Framed<'_>, timestamps: &[&str]) -> Result<Vec<u8>, DecodeError> {
+/// Whether a row may hold a null: a cheap look for the word, before parsing it.
+fn holds_null(row: &Framed<'_>) -> bool {
+    row.text.windows(4).any(|w| w == b"null")
+}
+
+/// A type's default as ClickHouse stores one for a null, as JSON arrow-json reads for it.
+fn default_of(data_type: &DataType) -> &'static str {
+    match data_type {
+        DataType::Boolean => "false",
+        DataType::Utf8 | DataType::LargeUtf8 => "\"\"",
+        DataType::Date32 | DataType::Date64 => "\"1970-01-01\"",
+        _ => "0",
+    }
+}
+
+fn rewrite_row(
+    row: &Framed<'_>,
+    timestamps: &[&str],
+    defaults: &[(&str, &str)],
+) -> Result<Vec<u8>, DecodeError> {
     let fail =
         |field: Option<String>, message: String| DecodeError::new(Some(row.line), field, message);
     // The strict pass has accepted the row, so this parse succeeds.
@@ -59,6 +91,14 @@ fn rewrite_row(row: &Framed<'_>, timestamps: &[&str]) -> Result<Vec<u8>, DecodeE
         })?;
         *value = RawValue::from_string(micros.to_string())
             .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
+    }
+    for (name, default) in defaults {
+        if let Some(value) = object.get_mut(*name)
+            && value.get() == "null"
+        {
+            *value = RawValue::from_string((*default).to_owned())
+                .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
+        }
     }
     serde_json::to_vec(&object).map_err(|e| fail(None, e.to_string()))
 }
@@ -84,12 +124,42 @@ fn micros(text: &str) -> Option<Option<i64>> {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::AsArray;
+    use arrow::array::{Array, AsArray};
     use arrow::datatypes::TimestampMicrosecondType;
 
     use super::*;
     use crate::json::{DecodeOptions, JsonDialect, decode_ndjson};
     use crate::schema::{Column, ColumnType, TableSchema};
+
+    #[test]
+    fn a_null_for_a_required_column_is_its_default_when_asked() {
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("s", ColumnType::String).required(),
+            Column::new("ok", ColumnType::Bool).required(),
+            Column::new("day", ColumnType::Date).required(),
+            Column::new("note", ColumnType::String),
+        ])
+        .unwrap();
+        let body = br#"{"id": null, "s": null, "ok": null, "day": null, "note": null}"#;
+        let mut options = DecodeOptions {
+            dialect: JsonDialect::ClickHouse,
+            ..DecodeOptions::default()
+        };
+        assert!(decode_ndjson(&schema, body, &options).is_err());
+        options.null_as_default = true;
+        let batch = decode_ndjson(&schema, body, &options).unwrap();
+        let shown: Vec<String> = batch
+            .columns()
+            .iter()
+            .map(|c| arrow::util::display::array_value_to_string(c, 0).unwrap())
+            .collect();
+        assert_eq!(shown, ["0", "", "false", "1970-01-01", ""]);
+        assert!(
+            batch.column(4).is_null(0),
+            "a nullable column keeps its null"
+        );
+    }
 
     #[test]
     fn the_clickhouse_door_reads_seconds_and_replayed_records_keep_microseconds() {
@@ -120,7 +190,7 @@ mod tests {
             column: 1,
             text: br#"{"f": 0.30000000000000004, "at": 1795953600.25, "s": "x"}"#,
         };
-        let out = rewrite_row(&row, &["at"]).unwrap();
+        let out = rewrite_row(&row, &["at"], &[]).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"at":1795953600250000,"f":0.30000000000000004,"s":"x"}"#
@@ -129,7 +199,7 @@ mod tests {
             text: br#"{"at": 9223372036855}"#,
             ..row
         };
-        let error = rewrite_row(&far, &["at"]).unwrap_err();
+        let error = rewrite_row(&far, &["at"], &[]).unwrap_err();
         assert_eq!(
             error.to_string(),
             "line 3, column 'at': 9223372036855 seconds is too far from 1970 for a timestamp"
