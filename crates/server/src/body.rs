@@ -37,6 +37,14 @@ pub(crate) async fn read_body(
     encoding.decode(raw, limits.max_body_bytes)
 }
 
+/// Decompresses `raw`, sent with `Content-Encoding: encoding`, into at most `limit` bytes, as
+/// every endpoint does before it reads a body; the error says why not, in words.
+pub fn decode_content_encoding(encoding: &str, raw: Bytes, limit: usize) -> Result<Bytes, String> {
+    Encoding::parse(encoding)
+        .and_then(|encoding| encoding.decode(raw, limit))
+        .map_err(|error| error.message)
+}
+
 /// How a request body is compressed, by its Content-Encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Encoding {

@@ -30,6 +30,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use sluice_pipeline::Pipeline;
 use tokio::net::TcpListener;
 
+pub use body::decode_content_encoding;
+
 /// The largest request body, compressed or decompressed: as large as a default batch, so one
 /// request never needs more than one batch's memory.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
