@@ -26,7 +26,7 @@ pub(crate) enum Kind {
     UnsupportedEncoding,
     /// The ClickHouse query is not an INSERT sluice understands.
     Syntax,
-    /// The ClickHouse format is not JSONEachRow.
+    /// The ClickHouse format is not one sluice reads.
     UnknownFormat,
     /// The buffer is full.
     Overloaded,

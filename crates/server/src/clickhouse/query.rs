@@ -383,8 +383,8 @@ pub(super) fn settings_clause(lx: &mut Lexer<'_>) -> Result<Vec<(String, String)
     Ok(settings)
 }
 
-/// Checks that `token` is FORMAT, then reads the format name, which must be JSONEachRow or one
-/// of its other names.
+/// Checks that `token` is FORMAT and reads the format name, which must be one sluice reads; or
+/// that it is VALUES, whose tuples are the `Values` format.
 fn format_name(lx: &mut Lexer<'_>, token: Option<Token>) -> Result<String, QueryError> {
     if is_word(&token, "VALUES") {
         // The tuples follow the keyword: they are the rows, read as the `Values` format.
