@@ -156,7 +156,18 @@ async fn the_reads_clients_send_on_connect_are_answered_as_clickhouse_does() {
     .unwrap();
     assert_eq!(insert_over_get.status(), StatusCode::BAD_REQUEST);
     assert!(insert_over_get.text().await.unwrap().contains("POST"));
-    assert_eq!(landed(server), Vec::<Row>::new());
+    // An empty `query` parameter leaves the statement to the body, as ClickHouse reads it.
+    let empty_query = post(
+        &server,
+        "query=",
+        "INSERT INTO t FORMAT JSONEachRow {\"id\":1}",
+    )
+    .await;
+    assert_eq!(empty_query.status(), StatusCode::OK);
+    server
+        .wait_rows_written("t", 1, Duration::from_secs(10))
+        .await;
+    assert_eq!(landed(server), [row(1, None)]);
 }
 
 /// clickhouse-connect as its README shows: `get_client`, `command`, `raw_insert`.

@@ -291,7 +291,8 @@ async fn read_statement(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Statement, ApiError> {
-    let in_url = param(params, "query");
+    // An empty `query` is no query: the statement is then the body, as ClickHouse reads it.
+    let in_url = param(params, "query").filter(|text| !text.trim().is_empty());
     let insert_in_url =
         in_url.is_some_and(|text| first_keyword(text.as_bytes()).as_deref() == Some("INSERT"));
     // With the insert in the URL, credentials are checked before the body is read.
