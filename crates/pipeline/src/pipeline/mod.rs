@@ -40,7 +40,7 @@ use crate::error::{InsertError, PartitionLimit};
 use crate::memory::MemoryBudget;
 use crate::record;
 use crate::stats::{TableInfo, TableStats, WalInfo};
-use crate::writer::{Command, FrameAck, InsertMsg, Piece, Split, WriterReport};
+use crate::writer::{Command, FrameAck, InsertMsg, Measured, Piece, Split, WriterReport};
 
 pub use replay::ReplayReport;
 pub use start::PipelineBuilder;
@@ -431,13 +431,14 @@ impl Pipeline {
         }
         let split = self.split_by_partition(handle, &batch, max_partitions)?;
         self.throttle(handle, &split).await?;
-        let bytes: u64 = split.iter().map(|(_, rows)| Piece::charge(rows)).sum();
+        let measured = Measured::new(split);
+        let bytes = measured.charge();
         let memory = &handle.memory;
         let reserved = match admission {
             Admission::Refuse => memory.try_reserve(bytes)?,
             Admission::Wait => memory.reserve(bytes).await,
         };
-        let pieces = Piece::reserved(split, reserved);
+        let pieces = measured.reserved(reserved);
         let payload = match self.inner.wal {
             Some(_) if ack != AckMode::Async => Some(record()?),
             _ => None,

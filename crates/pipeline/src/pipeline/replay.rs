@@ -11,7 +11,7 @@ use sluice_wal::Wal;
 use super::TableHandle;
 use crate::error::StartError;
 use crate::record::{self, Record};
-use crate::writer::{Command, FrameAck, InsertMsg, Piece, Split};
+use crate::writer::{Command, FrameAck, InsertMsg, Measured, Split};
 
 /// What replay found and did at start.
 #[derive(Debug, Clone, Default)]
@@ -79,8 +79,9 @@ pub(super) fn replay_frames(
         }
         report.rows += split.iter().map(|(_, b)| b.num_rows() as u64).sum::<u64>();
         // Replayed rows were accepted before the crash: they are admitted even over the budget.
-        let bytes = split.iter().map(|(_, rows)| Piece::charge(rows)).sum();
-        let pieces = Piece::reserved(split, handle.memory.force(bytes));
+        let measured = Measured::new(split);
+        let reserved = handle.memory.force(measured.charge());
+        let pieces = measured.reserved(reserved);
         let msg = InsertMsg {
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,

@@ -88,30 +88,46 @@ pub(crate) struct Piece {
     pub(crate) batch: RecordBatch,
     /// Its Arrow memory.
     pub(crate) bytes: u64,
-    /// Its [`Piece::charge`] in the table's budget, given back when the piece is dropped.
+    /// Its Arrow memory and [`INSERT_OVERHEAD`] in the table's budget, given back when the piece
+    /// is dropped.
     pub(crate) held: Reservation,
 }
 
-impl Piece {
-    /// What the rows of one partition hold of the memory budget: their Arrow memory and
-    /// [`INSERT_OVERHEAD`].
-    pub(crate) fn charge(batch: &RecordBatch) -> u64 {
-        batch.get_array_memory_size() as u64 + INSERT_OVERHEAD
+/// An insert's rows split by partition, each with its Arrow memory, measured once: what they
+/// reserve, and then what each piece holds.
+pub(crate) struct Measured(Vec<(PartitionKey, RecordBatch, u64)>);
+
+impl Measured {
+    pub(crate) fn new(split: Split) -> Self {
+        Self(
+            split
+                .into_iter()
+                .map(|(key, batch)| {
+                    let bytes = batch.get_array_memory_size() as u64;
+                    (key, batch, bytes)
+                })
+                .collect(),
+        )
     }
 
-    /// The pieces of an insert split by partition, each holding its charge out of `whole`,
-    /// which was reserved for all of them.
-    pub(crate) fn reserved(split: Split, mut whole: Reservation) -> Vec<Piece> {
-        split
+    /// What the rows hold of the memory budget: their Arrow memory and [`INSERT_OVERHEAD`] for
+    /// each piece.
+    pub(crate) fn charge(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|(_, _, bytes)| bytes + INSERT_OVERHEAD)
+            .sum()
+    }
+
+    /// The pieces, each holding its share of `whole`, which was reserved for [`Self::charge`].
+    pub(crate) fn reserved(self, mut whole: Reservation) -> Vec<Piece> {
+        self.0
             .into_iter()
-            .map(|(key, batch)| {
-                let bytes = batch.get_array_memory_size() as u64;
-                Piece {
-                    key,
-                    batch,
-                    bytes,
-                    held: whole.split(bytes + INSERT_OVERHEAD),
-                }
+            .map(|(key, batch, bytes)| Piece {
+                key,
+                batch,
+                bytes,
+                held: whole.split(bytes + INSERT_OVERHEAD),
             })
             .collect()
     }

@@ -57,7 +57,7 @@ use crate::stats::TableStats;
 use flush::Inflight;
 use instruments::Instruments;
 use message::charge;
-pub(crate) use message::{Command, FrameAck, InsertMsg, Piece, Split, Token};
+pub(crate) use message::{Command, FrameAck, InsertMsg, Measured, Piece, Split, Token};
 use open::OpenResult;
 pub(crate) use open::{Opening, open_table};
 
