@@ -36,10 +36,10 @@ pub(crate) fn parse_float(text: &str) -> Option<f64> {
 pub(crate) fn parse_bool(text: &str) -> Option<bool> {
     const TRUE: [&str; 8] = ["true", "1", "yes", "on", "enable", "enabled", "t", "y"];
     const FALSE: [&str; 8] = ["false", "0", "no", "off", "disable", "disabled", "f", "n"];
-    let lower = text.to_ascii_lowercase();
-    if TRUE.contains(&lower.as_str()) {
+    let spelled = |words: [&str; 8]| words.iter().any(|w| w.eq_ignore_ascii_case(text));
+    if spelled(TRUE) {
         Some(true)
-    } else if FALSE.contains(&lower.as_str()) {
+    } else if spelled(FALSE) {
         Some(false)
     } else {
         None
