@@ -343,6 +343,20 @@ fn write_json(path: Option<&PathBuf>, value: &impl Serialize) -> Result<()> {
     Ok(())
 }
 
+/// The exit code of an experiment that checks itself: failure when its check failed.
+fn exit_code(passed: bool) -> ExitCode {
+    if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The last line of an experiment that checks itself.
+fn verdict(passed: bool) -> &'static str {
+    if passed { "PASSED" } else { "FAILED" }
+}
+
 /// An indicatif bar on stderr, one step at a time.
 struct Bar(ProgressBar);
 
@@ -403,11 +417,7 @@ async fn run_formats(args: FormatsArgs, binary: PathBuf) -> Result<ExitCode> {
         .map_err(anyhow::Error::msg)?;
     print_formats(&report);
     write_json(args.json.as_ref(), &report)?;
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_code(report.passed()))
 }
 
 /// Each format's median rows/s and its ratio to JSONEachRow, as a table on stdout.
@@ -431,7 +441,7 @@ fn print_formats(report: &formats::FormatsReport) {
         "  acknowledged {}, lost {}, duplicated {}",
         a.acked, a.lost, a.duplicated
     );
-    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+    println!("  {}", verdict(report.passed()));
 }
 
 /// `sluice lab crash`: kills a loaded server again and again, then audits the lake. Fails
@@ -460,11 +470,7 @@ async fn run_crash(args: CrashArgs, binary: PathBuf) -> Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     write_json(args.json.as_ref(), &report)?;
     print_crash(&report);
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_code(report.passed()))
 }
 
 /// The crash test's audit, as a table on stdout.
@@ -486,7 +492,7 @@ fn print_crash(report: &crash::CrashReport) {
             a.lost_examples, a.duplicated_examples
         );
     }
-    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+    println!("  {}", verdict(report.passed()));
 }
 
 /// `sluice lab overload`: takes the store down under a load far past the buffer. Fails unless
@@ -507,11 +513,7 @@ async fn run_overload(args: OverloadArgs, binary: PathBuf) -> Result<ExitCode> {
         .map_err(anyhow::Error::msg)?;
     print_overload(&report);
     write_json(args.json.as_ref(), &report)?;
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(exit_code(report.passed()))
 }
 
 /// The overload experiment's memory, refusals, drain and audit, as a table on stdout.
@@ -543,7 +545,7 @@ fn print_overload(report: &overload::OverloadReport) {
     println!("  acknowledged rows   {:>9}", a.acked);
     println!("  lost                {:>9}", a.lost);
     println!("  duplicated          {:>9}", a.duplicated);
-    println!("  {}", if report.passed() { "PASSED" } else { "FAILED" });
+    println!("  {}", verdict(report.passed()));
 }
 
 /// `sluice lab compaction`: many small files compacted by sluice, and by pyarrow on the same
@@ -646,13 +648,9 @@ async fn run_clickhouse(args: ClickHouseArgs, binary: PathBuf) -> Result<ExitCod
         s.rows_per_s / d.rows_per_s.max(1e-9)
     );
     write_json(args.json.as_ref(), &report)?;
-    Ok(
-        if d.errors + s.errors == 0 && s.rows_landed >= s.rows_acked {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        },
-    )
+    Ok(exit_code(
+        d.errors + s.errors == 0 && s.rows_landed >= s.rows_acked,
+    ))
 }
 
 /// `sluice lab acks`: the same load under each ack mode in turn, a row of figures per mode.
