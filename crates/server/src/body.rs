@@ -134,9 +134,9 @@ impl Encoding {
 /// The brotli decoder's input buffer.
 const BROTLI_BUFFER_BYTES: usize = 8 * 1024;
 
-/// The most an xz block may ask the decoder to hold, in KiB: room for the 64 MiB dictionary of
-/// `xz -9`, the largest preset, and the decoder's own buffers. A block header asking for more is
-/// refused before its dictionary is allocated (xz allows dictionaries up to 1.5 GiB).
+/// The most an xz block may ask the decoder to hold, in KiB: room for the dictionary of `xz -9`,
+/// the largest preset, and the decoder's own buffers. A block header asking for more is refused
+/// before its dictionary is allocated, though the format allows far larger dictionaries.
 const XZ_MEMORY_LIMIT_KIB: u32 = 65 * 1024;
 
 fn inflate(reader: impl Read, limit: usize, name: &str) -> Result<Bytes, ApiError> {

@@ -45,11 +45,11 @@ fn written(p: &Pipeline) -> u64 {
     p.tables().iter().map(|t| t.rows_written).sum()
 }
 
-/// Lets the pipeline's tasks run, without moving the paused clock, until `done` or 30 s of real
-/// time. A flush writes its file on a blocking thread: a paused runtime that sleeps while it
-/// waits for one moves its clock on by itself, so this yields instead of sleeping.
+/// Lets the pipeline's tasks run, without moving the paused clock, until `done` or
+/// [`common::REAL_DEADLINE`]. A flush writes its file on a blocking thread: a paused runtime that
+/// sleeps while it waits for one moves its clock on by itself, so this yields instead of sleeping.
 async fn run_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + common::REAL_DEADLINE;
     while !done() {
         assert!(
             std::time::Instant::now() < deadline,

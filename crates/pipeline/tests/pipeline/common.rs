@@ -38,18 +38,24 @@ pub(crate) async fn insert(p: &Pipeline, body: &[u8], ack: AckMode) -> Result<()
     .map(|_| ())
 }
 
-/// Polls `done` every 10 ms of tokio's clock; fails the test after 30 s of real time, saying it
-/// waited for `what`. The deadline is real because a paused clock runs ahead on its own while a
-/// flush writes on a blocking thread. The poll's timer is what keeps that clock from leaping to
+/// How long a test waits for the pipeline, in real time.
+pub(crate) const REAL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How often [`wait_for`] looks, on tokio's clock.
+const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Polls `done` every [`POLL`] of tokio's clock; fails the test after [`REAL_DEADLINE`], saying
+/// it waited for `what`. The deadline is real because a paused clock runs ahead on its own while
+/// a flush writes on a blocking thread. The poll's timer is what keeps that clock from leaping to
 /// a far deadline (an ack or shutdown timeout) while the test waits.
 pub(crate) async fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + REAL_DEADLINE;
     while !done() {
         assert!(
             std::time::Instant::now() < deadline,
             "timed out waiting for {what}"
         );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 
