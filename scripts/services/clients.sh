@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ClickHouse's official clients, at pinned versions from their registries, for the tests that
-# point them at sluice's ClickHouse door unchanged: clickhouse-connect (PyPI) into the Python
-# virtualenv the lake tests use, and @clickhouse/client (npm) into target/tools/clickhouse-js.
+# ClickHouse's clients, at pinned versions from their registries, for the tests that point them
+# at sluice's ClickHouse doors unchanged: clickhouse-connect with pandas (for insert_df) and
+# clickhouse-driver (the native protocol), from PyPI into the Python virtualenv the lake tests
+# use, and @clickhouse/client (npm) into target/tools/clickhouse-js. Debian's clickhouse-client
+# comes with the ClickHouse server (scripts/services/clickhouse.sh).
 # The Rust client (the `clickhouse` crate) is a dev-dependency of the end-to-end tests.
 # Does nothing when they are already there.
 #
@@ -11,13 +13,18 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${SLUICE_PYTHON_VENV:-$root/target/pyreader}"
 js="${SLUICE_TOOLS_DIR:-$root/target/tools}/clickhouse-js"
-python_client=1.12.0
 js_client=1.23.1
 
-if ! "$venv/bin/python" -c "import sys; from importlib.metadata import version; sys.exit(version('clickhouse-connect') != '$python_client')" 2>/dev/null; then
-  echo "installing clickhouse-connect==$python_client into $venv" >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check "clickhouse-connect==$python_client"
-fi
+# Installs PyPI package $1 at version $2 unless that version is there.
+pip_pin() {
+  if ! "$venv/bin/python" -c "import sys; from importlib.metadata import version; sys.exit(version('$1') != '$2')" 2>/dev/null; then
+    echo "installing $1==$2 into $venv" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check "$1==$2"
+  fi
+}
+
+pip_pin clickhouse-connect 1.12.0
+pip_pin pandas 3.1.1
 
 if [ ! -f "$js/node_modules/@clickhouse/client/package.json" ] ||
   ! grep -q "\"version\": \"$js_client\"" "$js/node_modules/@clickhouse/client/package.json"; then

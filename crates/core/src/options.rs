@@ -91,6 +91,8 @@ pub enum InputFormat {
     Values,
     /// ClickHouse's binary row layout.
     RowBinary(Header),
+    /// ClickHouse's blocks of columns, each named and typed.
+    Native,
 }
 
 impl InputFormat {
@@ -109,6 +111,7 @@ impl InputFormat {
             "jsoneachrow" | "jsonlines" | "ndjson" => return Some(Self::JsonEachRow),
             "jsonstringseachrow" => return Some(Self::JsonStringsEachRow),
             "values" => return Some(Self::Values),
+            "native" => return Some(Self::Native),
             _ => {}
         }
         if let Some(header) =
@@ -126,7 +129,7 @@ impl InputFormat {
     }
 
     /// Every format sluice reads, by one of its ClickHouse names: for messages and tests.
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 17] = [
         "JSONEachRow",
         "JSONStringsEachRow",
         "JSONCompactEachRow",
@@ -143,6 +146,7 @@ impl InputFormat {
         "RowBinary",
         "RowBinaryWithNames",
         "RowBinaryWithNamesAndTypes",
+        "Native",
     ];
 }
 
@@ -169,7 +173,7 @@ mod tests {
             "CSVWithNamesAndStuff",
             "RowBinaryX",
             "TSVRaw",
-            "Native",
+            "Arrow",
         ] {
             assert_eq!(InputFormat::parse(unknown), None, "{unknown}");
         }

@@ -122,6 +122,7 @@ fn format_code(format: InputFormat) -> (u8, u8) {
         InputFormat::Values => (4, 0),
         InputFormat::RowBinary(h) => (5, header(h)),
         InputFormat::JsonStringsEachRow => (6, 0),
+        InputFormat::Native => (7, 0),
         _ => (0, 0),
     }
 }
@@ -140,6 +141,7 @@ fn format_of(format: u8, header: u8) -> Result<InputFormat, String> {
         4 => InputFormat::Values,
         5 => InputFormat::RowBinary(header),
         6 => InputFormat::JsonStringsEachRow,
+        7 => InputFormat::Native,
         other => return Err(format!("unknown format code {other}")),
     })
 }

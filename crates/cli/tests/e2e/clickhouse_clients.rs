@@ -205,6 +205,59 @@ async fn clickhouse_connect_connects_and_inserts_unchanged() {
     );
 }
 
+/// clickhouse-connect's `insert()` and `insert_df()`, which send Native blocks: LZ4-framed by
+/// default, plain with `compress=False`.
+const PYTHON_NATIVE_CLIENT: &str = r#"
+import json, sys
+import clickhouse_connect
+import pandas as pd
+
+port = int(sys.argv[1])
+client = clickhouse_connect.get_client(host="127.0.0.1", port=port)
+out = {}
+out["insert"] = client.insert("t", [[20, "native"], [21, None]], column_names=["id", "name"]).written_rows
+frame = pd.DataFrame({"id": [22, 23, 24], "name": ["frame", None, "é"]})
+out["insert_df"] = client.insert_df("t", frame).written_rows
+plain = clickhouse_connect.get_client(host="127.0.0.1", port=port, compress=False)
+out["plain"] = plain.insert("t", [[25, "plain"]]).written_rows
+try:
+    client.insert("t", [[26, "x"]], column_names=["id", "nope"])
+except Exception as e:
+    out["unknown_column"] = str(e)
+print(json.dumps(out))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_connect_inserts_native_blocks_and_data_frames() {
+    let server = Server::start(CONFIG);
+    let mut command = Command::new(python());
+    command
+        .args(["-c", PYTHON_NATIVE_CLIENT])
+        .arg(server.addr.port().to_string());
+    let out: serde_json::Value = serde_json::from_str(&run(command, "clickhouse-connect")).unwrap();
+    assert_eq!(
+        (&out["insert"], &out["insert_df"], &out["plain"]),
+        (&2.into(), &3.into(), &1.into()),
+        "{out}"
+    );
+    let refused = out["unknown_column"].as_str().unwrap_or_default();
+    assert!(refused.contains("nope"), "{out}");
+    server
+        .wait_rows_written("t", 6, Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        landed(server),
+        [
+            row(20, Some("native")),
+            row(21, None),
+            row(22, Some("frame")),
+            row(23, None),
+            row(24, Some("é")),
+            row(25, Some("plain")),
+        ]
+    );
+}
+
 /// @clickhouse/client as its README shows: `ping`, `insert` with its default format
 /// (`JSONCompactEachRow`), with `format: 'JSONEachRow'`, gzipped, and `query(...).json()`.
 const JS_CLIENT: &str = r#"

@@ -102,6 +102,46 @@ fn row_binary_with_types(id: i64) -> Vec<u8> {
     out
 }
 
+/// A `Native` block of one row with the columns `DESCRIBE TABLE` announces: the id, then the
+/// other columns' values or null.
+fn native_block(id: i64, values: Option<(&str, f64, i64, i32)>) -> Vec<u8> {
+    let mut out = vec![6, 1];
+    let mut column = |name: &str, ty: &str, data: &[u8]| {
+        string(&mut out, name);
+        string(&mut out, ty);
+        out.extend_from_slice(data);
+    };
+    column("id", "Int64", &id.to_le_bytes());
+    let null = u8::from(values.is_none());
+    let (name, score, at, day) = values.unwrap_or(("", 0.0, 0, 0));
+    let mut text = vec![null];
+    string(&mut text, name);
+    column("name", "Nullable(String)", &text);
+    column(
+        "score",
+        "Nullable(Float64)",
+        &[&[null][..], &score.to_le_bytes()].concat(),
+    );
+    column(
+        "at",
+        "Nullable(DateTime64(6, 'UTC'))",
+        &[&[null][..], &at.to_le_bytes()].concat(),
+    );
+    column("ok", "Bool", &[u8::from(values.is_some())]);
+    column(
+        "day",
+        "Nullable(Date32)",
+        &[&[null][..], &day.to_le_bytes()].concat(),
+    );
+    out
+}
+
+/// The rows in `Native`, a block each.
+fn native(id: i64) -> Vec<u8> {
+    let first = native_block(id, Some(("a\tb \"c\"", 1.5, 1_795_953_600_000_000, 20_786)));
+    [first, native_block(id + 1, None)].concat()
+}
+
 /// Each format and its body holding [`expected`]'s rows for `id`.
 fn bodies(id: i64) -> Vec<(&'static str, Vec<u8>)> {
     let next = id + 1;
@@ -176,6 +216,7 @@ fn bodies(id: i64) -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("RowBinary", row_binary(id)),
         ("RowBinaryWithNamesAndTypes", row_binary_with_types(id)),
+        ("Native", native(id)),
     ]
 }
 
@@ -389,6 +430,9 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
     insert_with(&server, "INSERT INTO f FORMAT CSV", &defaults, null_id, &[]).await;
 
     let client = reqwest::Client::new();
+    // Native's second block, cut inside its first column's value.
+    let second_block_at = native(4).len() - native_block(5, None).len();
+    let cut_native = native(4)[..second_block_at + 16].to_vec();
     for (format, body, says) in [
         (
             "TSV",
@@ -410,6 +454,7 @@ async fn every_encoding_and_compressed_block_lands_and_bad_bodies_are_refused() 
             &4_i64.to_le_bytes()[..5],
             "row 1, column 'id': the body ends",
         ),
+        ("Native", &cut_native, "row 2, column 'id': the body ends"),
         (
             "JSONCompactEachRow",
             b"[4,\"a\",null,null,null,null]\n[5,,]",

@@ -11,14 +11,16 @@
 //!   check; what a row leaves out is null, or refused when required.
 //! - `wire`: ClickHouse types as binary bodies declare them, and their `RowBinary` layout.
 //! - `rowbinary`, `separated` (`TabSeparated` and `CSV`), `values`, `compact` (JSON arrays),
-//!   `strings` (JSON objects of strings): one decoder per format.
+//!   `strings` (JSON objects of strings), `native` (ClickHouse's blocks of columns): one decoder
+//!   per format.
 //!
 //! Formats other than JSON are decoded by hand: the `csv` crate frames CSV and serde_json parses
 //! JSON arrays, but no crate reads ClickHouse's `RowBinary`, its `TabSeparated` escapes or its
-//! `Values` literals into Arrow.
+//! `Values` literals into Arrow. ARCHITECTURE.md says why `Native` is read by hand too.
 
 mod columns;
 mod compact;
+mod native;
 mod rowbinary;
 mod separated;
 mod strings;
@@ -27,6 +29,7 @@ mod values;
 mod wire;
 
 use arrow::array::RecordBatch;
+pub use native::native_block_len;
 
 use crate::error::DecodeError;
 use crate::json;
@@ -47,6 +50,7 @@ pub fn decode(
         InputFormat::Values => values::decode(schema, body, options),
         InputFormat::JsonCompactEachRow(header) => compact::decode(schema, body, header, options),
         InputFormat::JsonStringsEachRow => strings::decode(schema, body, options),
+        InputFormat::Native => native::decode(schema, body, options),
     }
 }
 
@@ -64,12 +68,13 @@ pub fn infer_table_schema(
             separated::declared_csv_columns(body, options.csv_delimiter.unwrap_or(b','))?
         }
         InputFormat::JsonCompactEachRow(Header::NamesAndTypes) => compact::declared_columns(body)?,
+        InputFormat::Native => native::declared_columns(body)?,
         _ => {
             return Err(DecodeError::new(
                 None,
                 None,
                 "sluice makes a new table from a first insert that names its columns' types: \
-                 JSONEachRow, or a ...WithNamesAndTypes format; declare the table in the config \
+                 JSONEachRow, Native, or a ...WithNamesAndTypes format; declare the table in the config \
                  to insert in this format first"
                     .to_owned(),
             ));

@@ -193,11 +193,28 @@ fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String>
 pub(crate) struct Input<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Whether a read asked for more bytes than were left.
+    ran_out: bool,
 }
 
 impl<'a> Input<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, pos: 0 }
+        Self {
+            bytes,
+            pos: 0,
+            ran_out: false,
+        }
+    }
+
+    /// Whether a read failed because the body ended, rather than on a bad value: a reader of a
+    /// stream then waits for more bytes.
+    pub(crate) fn ran_out(&self) -> bool {
+        self.ran_out
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -205,8 +222,7 @@ impl<'a> Input<'a> {
     }
 
     /// Bytes read so far.
-    #[cfg(test)]
-    fn pos(&self) -> usize {
+    pub(crate) fn pos(&self) -> usize {
         self.pos
     }
 
@@ -216,6 +232,7 @@ impl<'a> Input<'a> {
             .and_then(|len| self.pos.checked_add(len))
             .filter(|end| *end <= self.bytes.len())
             .ok_or_else(|| {
+                self.ran_out = true;
                 format!(
                     "the body ends {} bytes into a value of {len} bytes",
                     self.bytes.len() - self.pos
@@ -226,11 +243,11 @@ impl<'a> Input<'a> {
         Ok(taken)
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    pub(crate) fn byte(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
         let bytes = self.take(N as u64)?;
         let mut out = [0; N];
         out.copy_from_slice(bytes);

@@ -1,0 +1,438 @@
+//! A Native column's bytes: walked over to find where it ends, or read into values.
+//!
+//! Every column starts with its prefix, the state of the types that keep one
+//! (`LowCardinality`'s key version), for the whole nested type, and then its data.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::types::{NativeType, Scalar};
+use crate::formats::columns::Value;
+use crate::formats::wire::Input;
+use crate::schema::ColumnType;
+
+/// `LowCardinality`'s only key layout: each granule carries the keys it adds.
+const SHARED_DICTIONARIES_WITH_ADDITIONAL_KEYS: u64 = 1;
+/// The index type's flags, above its width code in the low byte.
+const NEEDS_GLOBAL_DICTIONARY: u64 = 1 << 8;
+const HAS_ADDITIONAL_KEYS: u64 = 1 << 9;
+const KNOWN_INDEX_FLAGS: u64 = 0xff | NEEDS_GLOBAL_DICTIONARY | HAS_ADDITIONAL_KEYS | 1 << 10;
+
+/// One value of a column, borrowed from the body or, when it had to be written out as text
+/// (a UUID, an address, a decimal, an Enum's name), owned.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell<'a> {
+    Value(Value<'a>),
+    Text(String),
+}
+
+impl Cell<'_> {
+    pub(crate) fn value(&self) -> Value<'_> {
+        match self {
+            Self::Value(value) => *value,
+            Self::Text(text) => Value::Text(text),
+        }
+    }
+}
+
+/// Reads the prefix of a column of `ty`, checking the state it announces.
+pub(crate) fn read_prefix(ty: &NativeType, input: &mut Input<'_>) -> Result<(), String> {
+    match ty {
+        NativeType::Nullable(inner) | NativeType::Array(inner) => read_prefix(inner, input),
+        NativeType::LowCardinality(inner) => {
+            let version = u64::from_le_bytes(input.array()?);
+            if version != SHARED_DICTIONARIES_WITH_ADDITIONAL_KEYS {
+                return Err(format!(
+                    "LowCardinality key version {version} is not one sluice reads (1)"
+                ));
+            }
+            read_prefix(inner, input)
+        }
+        NativeType::Map(key, value) => {
+            read_prefix(key, input)?;
+            read_prefix(value, input)
+        }
+        NativeType::Tuple(elements) => elements.iter().try_for_each(|e| read_prefix(e, input)),
+        NativeType::Scalar(_)
+        | NativeType::String
+        | NativeType::FixedString(_)
+        | NativeType::Nothing => Ok(()),
+    }
+}
+
+/// Moves past `rows` values of `ty` (after its prefix), checking only the layout.
+pub(crate) fn skip(ty: &NativeType, input: &mut Input<'_>, rows: u64) -> Result<(), String> {
+    match ty {
+        NativeType::Scalar(scalar) => take_rows(input, rows, scalar.width()).map(drop),
+        NativeType::FixedString(size) => take_rows(input, rows, *size).map(drop),
+        NativeType::Nothing => take_rows(input, rows, 1).map(drop),
+        NativeType::String => (0..rows).try_for_each(|_| {
+            let len = input.leb128()?;
+            input.take(len).map(drop)
+        }),
+        NativeType::Nullable(inner) => {
+            take_rows(input, rows, 1)?;
+            skip(inner, input, rows)
+        }
+        NativeType::LowCardinality(inner) => {
+            let keys_type = dictionary_type(inner);
+            skip_granules(input, rows, |input, keys| skip(keys_type, input, keys))
+        }
+        NativeType::Array(inner) => {
+            let elements = offsets(input, rows)?.last().copied().unwrap_or(0);
+            skip(inner, input, elements)
+        }
+        NativeType::Map(key, value) => {
+            let elements = offsets(input, rows)?.last().copied().unwrap_or(0);
+            skip(key, input, elements)?;
+            skip(value, input, elements)
+        }
+        NativeType::Tuple(elements) => elements.iter().try_for_each(|e| skip(e, input, rows)),
+    }
+}
+
+/// Reads `rows` values of `ty` (after its prefix) for a column of the table of type `target`.
+/// The error says which of the rows, counted from 0, is wrong when one value is.
+pub(crate) fn read_cells<'a>(
+    ty: &NativeType,
+    input: &mut Input<'a>,
+    rows: usize,
+    target: ColumnType,
+) -> Result<Vec<Cell<'a>>, (Option<usize>, String)> {
+    let whole = |message: String| (None, message);
+    match ty {
+        NativeType::Scalar(scalar) => {
+            let bytes = take_rows(input, rows as u64, scalar.width()).map_err(whole)?;
+            bytes
+                .chunks_exact(scalar.width())
+                .enumerate()
+                .map(|(row, bytes)| scalar_cell(scalar, bytes, target).map_err(|e| (Some(row), e)))
+                .collect()
+        }
+        NativeType::String => (0..rows)
+            .map(|row| {
+                let len = input.leb128().map_err(whole)?;
+                let bytes = input.take(len).map_err(whole)?;
+                let text = std::str::from_utf8(bytes)
+                    .map_err(|e| (Some(row), format!("a string is not valid UTF-8: {e}")))?;
+                Ok(Cell::Value(Value::Text(text)))
+            })
+            .collect(),
+        NativeType::FixedString(size) => {
+            let bytes = take_rows(input, rows as u64, *size).map_err(whole)?;
+            bytes
+                .chunks_exact(*size)
+                .enumerate()
+                .map(|(row, bytes)| {
+                    let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+                    std::str::from_utf8(&bytes[..end])
+                        .map(|text| Cell::Value(Value::Text(text)))
+                        .map_err(|e| (Some(row), format!("a string is not valid UTF-8: {e}")))
+                })
+                .collect()
+        }
+        NativeType::Nothing => {
+            take_rows(input, rows as u64, 1).map_err(whole)?;
+            Ok(vec![Cell::Value(Value::Null); rows])
+        }
+        NativeType::Nullable(inner) => {
+            let nulls = take_rows(input, rows as u64, 1).map_err(whole)?;
+            let mut cells = read_cells(inner, input, rows, target)?;
+            for (row, (flag, cell)) in nulls.iter().zip(&mut cells).enumerate() {
+                match flag {
+                    0 => {}
+                    1 => *cell = Cell::Value(Value::Null),
+                    other => {
+                        return Err((
+                            Some(row),
+                            format!("a null flag must be 0 or 1, not {other}"),
+                        ));
+                    }
+                }
+            }
+            Ok(cells)
+        }
+        NativeType::LowCardinality(inner) => read_low_cardinality(inner, input, rows, target),
+        NativeType::Array(_) | NativeType::Map(..) | NativeType::Tuple(_) => Err(whole(format!(
+            "{} values do not fit the table's {} column: sluice's columns hold single values",
+            kind(ty),
+            target.name()
+        ))),
+    }
+}
+
+fn kind(ty: &NativeType) -> &'static str {
+    match ty {
+        NativeType::Array(_) => "Array",
+        NativeType::Map(..) => "Map",
+        _ => "Tuple",
+    }
+}
+
+/// The type of a `LowCardinality` column's keys: its own type, without `Nullable`; a nullable
+/// one stands for null with the key at index 0.
+fn dictionary_type(inner: &NativeType) -> &NativeType {
+    match inner {
+        NativeType::Nullable(inner) => inner,
+        other => other,
+    }
+}
+
+fn read_low_cardinality<'a>(
+    inner: &NativeType,
+    input: &mut Input<'a>,
+    rows: usize,
+    target: ColumnType,
+) -> Result<Vec<Cell<'a>>, (Option<usize>, String)> {
+    let whole = |message: String| (None, message);
+    let nullable = matches!(inner, NativeType::Nullable(_));
+    let mut cells = Vec::with_capacity(rows.min(input.remaining()));
+    while cells.len() < rows {
+        let (width, key_count) = granule_header(input).map_err(whole)?;
+        let key_count =
+            usize::try_from(key_count).map_err(|_| whole("too many keys".to_owned()))?;
+        let keys = read_cells(dictionary_type(inner), input, key_count, target)
+            .map_err(|(_, e)| whole(format!("a LowCardinality key: {e}")))?;
+        let indexes = granule_indexes(input, width, (rows - cells.len()) as u64).map_err(whole)?;
+        for bytes in indexes.chunks_exact(width) {
+            let mut index = [0; 8];
+            index[..width].copy_from_slice(bytes);
+            let index = u64::from_le_bytes(index);
+            let cell = match keys.get(index as usize) {
+                _ if nullable && index == 0 => Cell::Value(Value::Null),
+                Some(key) => key.clone(),
+                None => {
+                    return Err((
+                        Some(cells.len()),
+                        format!("index {index} is past the {key_count} LowCardinality keys"),
+                    ));
+                }
+            };
+            cells.push(cell);
+        }
+    }
+    Ok(cells)
+}
+
+/// Walks the granules of a `LowCardinality` column holding `rows` rows, each with its keys
+/// (handed to `keys`) and its indexes.
+fn skip_granules<'a>(
+    input: &mut Input<'a>,
+    rows: u64,
+    mut keys: impl FnMut(&mut Input<'a>, u64) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut done = 0;
+    while done < rows {
+        let (width, key_count) = granule_header(input)?;
+        keys(input, key_count)?;
+        done += (granule_indexes(input, width, rows - done)?.len() / width) as u64;
+    }
+    Ok(())
+}
+
+/// A granule's index width in bytes, and how many keys follow.
+fn granule_header(input: &mut Input<'_>) -> Result<(usize, u64), String> {
+    let index_type = u64::from_le_bytes(input.array()?);
+    if index_type & !KNOWN_INDEX_FLAGS != 0 {
+        return Err(format!(
+            "unknown LowCardinality index flags {index_type:#x}"
+        ));
+    }
+    if index_type & NEEDS_GLOBAL_DICTIONARY != 0 || index_type & HAS_ADDITIONAL_KEYS == 0 {
+        return Err(
+            "a LowCardinality granule without its own keys, which Native never sends".to_owned(),
+        );
+    }
+    let width = match index_type & 0xff {
+        0 => 1,
+        1 => 2,
+        2 => 4,
+        3 => 8,
+        other => return Err(format!("unknown LowCardinality index width code {other}")),
+    };
+    Ok((width, u64::from_le_bytes(input.array()?)))
+}
+
+/// A granule's indexes: their count, at most `left`, then that many of `width` bytes.
+fn granule_indexes<'a>(input: &mut Input<'a>, width: usize, left: u64) -> Result<&'a [u8], String> {
+    let count = u64::from_le_bytes(input.array()?);
+    if count == 0 || count > left {
+        return Err(format!(
+            "a LowCardinality granule of {count} rows where {left} are left"
+        ));
+    }
+    take_rows(input, count, width)
+}
+
+/// Cumulative offsets of `rows` arrays; each must not fall below the one before.
+fn offsets(input: &mut Input<'_>, rows: u64) -> Result<Vec<u64>, String> {
+    let bytes = take_rows(input, rows, 8)?;
+    let mut previous = 0;
+    bytes
+        .chunks_exact(8)
+        .map(|b| {
+            let offset = u64::from_le_bytes(b.try_into().expect("chunks of 8"));
+            if offset < previous {
+                return Err(format!("array offset {offset} falls below {previous}"));
+            }
+            previous = offset;
+            Ok(offset)
+        })
+        .collect()
+}
+
+/// The bytes of `rows` values of `width` bytes each.
+fn take_rows<'a>(input: &mut Input<'a>, rows: u64, width: usize) -> Result<&'a [u8], String> {
+    let len = rows
+        .checked_mul(width as u64)
+        .ok_or_else(|| format!("{rows} rows of {width} bytes overflow"))?;
+    input.take(len)
+}
+
+/// One fixed-width value for a column of type `target`.
+fn scalar_cell<'a>(scalar: &Scalar, bytes: &[u8], target: ColumnType) -> Result<Cell<'a>, String> {
+    let value = match scalar {
+        Scalar::Bool => match bytes[0] {
+            0 => Value::Bool(false),
+            1 => Value::Bool(true),
+            other => return Err(format!("a Bool must be 0 or 1, not {other}")),
+        },
+        Scalar::Int8 => Value::Int(i64::from(bytes[0] as i8)),
+        Scalar::Int16 => Value::Int(i64::from(i16::from_le_bytes(fixed(bytes)))),
+        Scalar::Int32 => Value::Int(i64::from(i32::from_le_bytes(fixed(bytes)))),
+        Scalar::Int64 => Value::Int(i64::from_le_bytes(fixed(bytes))),
+        Scalar::UInt8 => Value::UInt(u64::from(bytes[0])),
+        Scalar::UInt16 => Value::UInt(u64::from(u16::from_le_bytes(fixed(bytes)))),
+        Scalar::UInt32 => Value::UInt(u64::from(u32::from_le_bytes(fixed(bytes)))),
+        Scalar::UInt64 => Value::UInt(u64::from_le_bytes(fixed(bytes))),
+        Scalar::Int128 => return Ok(wide_int(i128::from_le_bytes(fixed(bytes)))),
+        Scalar::UInt128 => return Ok(wide_uint(u128::from_le_bytes(fixed(bytes)))),
+        Scalar::Int256 | Scalar::UInt256 => return int256(scalar, bytes),
+        Scalar::Float32 => Value::Float(f64::from(f32::from_le_bytes(fixed(bytes)))),
+        Scalar::Float64 => Value::Float(f64::from_le_bytes(fixed(bytes))),
+        Scalar::Date => Value::Days(i32::from(u16::from_le_bytes(fixed(bytes)))),
+        Scalar::Date32 => Value::Days(i32::from_le_bytes(fixed(bytes))),
+        Scalar::DateTime => Value::Micros(i64::from(u32::from_le_bytes(fixed(bytes))) * 1_000_000),
+        Scalar::DateTime64(precision) => {
+            ticks_to_micros(i64::from_le_bytes(fixed(bytes)), *precision)?
+        }
+        Scalar::Uuid => return Ok(Cell::Text(uuid_text(bytes))),
+        Scalar::Ipv4 => {
+            return Ok(Cell::Text(
+                Ipv4Addr::from(u32::from_le_bytes(fixed(bytes))).to_string(),
+            ));
+        }
+        Scalar::Ipv6 => return Ok(Cell::Text(Ipv6Addr::from(fixed::<16>(bytes)).to_string())),
+        Scalar::Decimal { width, scale } => return decimal_text(bytes, *width, *scale),
+        Scalar::Enum { width, names } => {
+            let value = if *width == 1 {
+                i16::from(bytes[0] as i8)
+            } else {
+                i16::from_le_bytes(fixed(bytes))
+            };
+            let name = names
+                .iter()
+                .find(|(v, _)| *v == value)
+                .ok_or_else(|| format!("{value} is not one of the Enum's values"))?;
+            if target == ColumnType::String {
+                return Ok(Cell::Text(name.1.clone()));
+            }
+            Value::Int(i64::from(value))
+        }
+    };
+    Ok(Cell::Value(value))
+}
+
+fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(&bytes[..N]);
+    out
+}
+
+/// A 128-bit integer as a whole number when one fits, else as its text, which no
+/// whole-number column takes.
+fn wide_int<'a>(n: i128) -> Cell<'a> {
+    if let Ok(n) = i64::try_from(n) {
+        Cell::Value(Value::Int(n))
+    } else if let Ok(n) = u64::try_from(n) {
+        Cell::Value(Value::UInt(n))
+    } else {
+        Cell::Text(n.to_string())
+    }
+}
+
+fn wide_uint<'a>(n: u128) -> Cell<'a> {
+    match u64::try_from(n) {
+        Ok(n) => Cell::Value(Value::UInt(n)),
+        Err(_) => Cell::Text(n.to_string()),
+    }
+}
+
+/// A 256-bit integer, read when it fits 128 bits.
+fn int256<'a>(scalar: &Scalar, bytes: &[u8]) -> Result<Cell<'a>, String> {
+    let (low, high) = bytes.split_at(16);
+    let negative = *scalar == Scalar::Int256 && high[15] & 0x80 != 0;
+    let extension = if negative { 0xff } else { 0 };
+    if high.iter().any(|b| *b != extension) || (negative && low[15] & 0x80 == 0) {
+        return Err("a 256-bit value past 128 bits does not fit any sluice column".to_owned());
+    }
+    Ok(if *scalar == Scalar::Int256 {
+        wide_int(i128::from_le_bytes(fixed(low)))
+    } else {
+        wide_uint(u128::from_le_bytes(fixed(low)))
+    })
+}
+
+fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String> {
+    let micros = if precision <= 6 {
+        ticks.checked_mul(10_i64.pow(6 - precision))
+    } else {
+        Some(ticks.div_euclid(10_i64.pow(precision - 6)))
+    };
+    micros
+        .map(Value::Micros)
+        .ok_or_else(|| format!("{ticks} is too far from 1970 for a timestamp"))
+}
+
+/// A UUID in its canonical text: the high half is sent first, each half little-endian.
+fn uuid_text(bytes: &[u8]) -> String {
+    let high = u64::from_le_bytes(fixed(&bytes[..8]));
+    let low = u64::from_le_bytes(fixed(&bytes[8..]));
+    let hex = format!("{high:016x}{low:016x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// A decimal as text, its integer scaled by 10^-scale.
+fn decimal_text<'a>(bytes: &[u8], width: usize, scale: u32) -> Result<Cell<'a>, String> {
+    let unscaled: i128 = match width {
+        4 => i128::from(i32::from_le_bytes(fixed(bytes))),
+        8 => i128::from(i64::from_le_bytes(fixed(bytes))),
+        16 => i128::from_le_bytes(fixed(bytes)),
+        _ => match int256(&Scalar::Int256, bytes)? {
+            Cell::Value(Value::Int(n)) => i128::from(n),
+            Cell::Value(Value::UInt(n)) => i128::from(n),
+            _ => return Err("a Decimal256 past 128 bits does not fit any sluice column".to_owned()),
+        },
+    };
+    let digits = unscaled.unsigned_abs().to_string();
+    let scale = scale as usize;
+    let mut text = String::with_capacity(digits.len() + 3);
+    if unscaled < 0 {
+        text.push('-');
+    }
+    if scale == 0 {
+        text.push_str(&digits);
+    } else {
+        let padded = format!("{digits:0>width$}", width = scale + 1);
+        let (whole, fraction) = padded.split_at(padded.len() - scale);
+        let _ = write!(text, "{whole}.{fraction}");
+    }
+    Ok(Cell::Text(text))
+}

@@ -1,0 +1,329 @@
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
+
+use super::*;
+use crate::formats::tests_support::options_for;
+use crate::schema::{Column, ColumnType};
+
+fn leb128(out: &mut Vec<u8>, mut n: u64) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    leb128(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn strings(values: &[&str]) -> Vec<u8> {
+    let mut out = Vec::new();
+    values.iter().for_each(|v| string(&mut out, v));
+    out
+}
+
+fn fixed<const N: usize>(values: &[[u8; N]]) -> Vec<u8> {
+    values.concat()
+}
+
+/// A block of `rows` rows: each column's name, type and data (prefix included).
+fn block(rows: u64, columns: &[(&str, &str, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    leb128(&mut out, columns.len() as u64);
+    leb128(&mut out, rows);
+    for (name, ty, data) in columns {
+        string(&mut out, name);
+        string(&mut out, ty);
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+fn schema() -> TableSchema {
+    TableSchema::new(vec![
+        Column::new("id", ColumnType::Int64).required(),
+        Column::new("msg", ColumnType::String),
+        Column::new("at", ColumnType::Timestamp),
+        Column::new("ok", ColumnType::Bool),
+        Column::new("day", ColumnType::Date),
+        Column::new("price", ColumnType::Float64),
+    ])
+    .unwrap()
+}
+
+fn decode_body(body: &[u8], skip_unknown: bool) -> Result<RecordBatch, DecodeError> {
+    decode(&schema(), body, &options_for(None, skip_unknown))
+}
+
+fn first_block() -> Vec<u8> {
+    block(
+        2,
+        &[
+            (
+                "id",
+                "UInt64",
+                fixed(&[7_u64.to_le_bytes(), 8_u64.to_le_bytes()]),
+            ),
+            (
+                "msg",
+                "Nullable(String)",
+                [vec![0, 1], strings(&["hé", ""])].concat(),
+            ),
+            (
+                "at",
+                "DateTime64(6, 'UTC')",
+                fixed(&[1_i64.to_le_bytes(), 1_796_551_200_000_000_i64.to_le_bytes()]),
+            ),
+            ("ok", "Bool", vec![1, 0]),
+            (
+                "day",
+                "Date32",
+                fixed(&[(-1_i32).to_le_bytes(), 20_000_i32.to_le_bytes()]),
+            ),
+        ],
+    )
+}
+
+#[test]
+fn blocks_of_columns_become_rows_in_the_tables_types() {
+    let second = block(
+        1,
+        &[
+            ("id", "UInt64", 9_u64.to_le_bytes().to_vec()),
+            (
+                "msg",
+                "Nullable(String)",
+                [vec![0], strings(&["z"])].concat(),
+            ),
+            ("at", "DateTime64(6, 'UTC')", 2_i64.to_le_bytes().to_vec()),
+            ("ok", "Bool", vec![1]),
+            ("day", "Date32", 0_i32.to_le_bytes().to_vec()),
+        ],
+    );
+    let empty = block(0, &[("id", "UInt64", vec![])]);
+    let body = [first_block(), empty, second].concat();
+    let batch = decode_body(&body, false).unwrap();
+    assert_eq!(batch.num_rows(), 3);
+    let ids: Vec<i64> = batch
+        .column(0)
+        .as_primitive::<Int64Type>()
+        .values()
+        .to_vec();
+    assert_eq!(ids, [7, 8, 9]);
+    let msg = batch.column(1).as_string::<i32>();
+    assert_eq!(
+        (msg.value(0), msg.is_null(1), msg.value(2)),
+        ("hé", true, "z")
+    );
+    let at = batch.column(2).as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(at.values().to_vec(), [1, 1_796_551_200_000_000, 2]);
+    let ok = batch.column(3).as_boolean();
+    assert_eq!((ok.value(0), ok.value(1)), (true, false));
+    assert_eq!(batch.column(4).as_primitive::<Date32Type>().value(0), -1);
+    assert_eq!(
+        batch.column(5).null_count(),
+        3,
+        "a column no block names is null"
+    );
+}
+
+#[test]
+fn dictionaries_uuids_enums_and_decimals_are_read_as_their_values() {
+    let mut low_cardinality = 1_u64.to_le_bytes().to_vec();
+    low_cardinality.extend_from_slice(&(1_u64 << 9).to_le_bytes());
+    low_cardinality.extend_from_slice(&2_u64.to_le_bytes());
+    low_cardinality.extend_from_slice(&strings(&["", "red"]));
+    low_cardinality.extend_from_slice(&3_u64.to_le_bytes());
+    low_cardinality.extend_from_slice(&[1, 0, 1]);
+    let uuid: Vec<u8> = [
+        0x0123_4567_89ab_cdef_u64.to_le_bytes(),
+        0x0011_2233_4455_6677_u64.to_le_bytes(),
+    ]
+    .concat();
+    let body = block(
+        3,
+        &[
+            ("id", "Enum8('a' = 1, 'b' = -2)", vec![1, 0xfe, 1]),
+            ("msg", "LowCardinality(Nullable(String))", low_cardinality),
+            (
+                "price",
+                "Decimal(9, 2)",
+                fixed(&[
+                    12_345_i32.to_le_bytes(),
+                    (-5_i32).to_le_bytes(),
+                    0_i32.to_le_bytes(),
+                ]),
+            ),
+        ],
+    );
+    let batch = decode_body(&body, false).unwrap();
+    let ids: Vec<i64> = batch
+        .column(0)
+        .as_primitive::<Int64Type>()
+        .values()
+        .to_vec();
+    assert_eq!(ids, [1, -2, 1], "an Enum is its number in a number column");
+    let msg = batch.column(1).as_string::<i32>();
+    assert_eq!(
+        (msg.value(0), msg.is_null(1), msg.value(2)),
+        ("red", true, "red")
+    );
+    let price: Vec<f64> = batch
+        .column(5)
+        .as_primitive::<Float64Type>()
+        .values()
+        .to_vec();
+    assert_eq!(price, [123.45, -0.05, 0.0]);
+
+    let texts = TableSchema::new(vec![
+        Column::new("u", ColumnType::String),
+        Column::new("e", ColumnType::String),
+    ])
+    .unwrap();
+    let body = block(
+        1,
+        &[
+            ("u", "UUID", uuid),
+            ("e", "Enum16('x' = 300)", 300_i16.to_le_bytes().to_vec()),
+        ],
+    );
+    let batch = decode(&texts, &body, &options_for(None, false)).unwrap();
+    let strings = batch.column(0).as_string::<i32>();
+    assert_eq!(strings.value(0), "01234567-89ab-cdef-0011-223344556677");
+    assert_eq!(batch.column(1).as_string::<i32>().value(0), "x");
+}
+
+#[test]
+fn unknown_columns_of_any_shape_are_skipped_when_asked() {
+    let mut array = [1_u64.to_le_bytes(), 3_u64.to_le_bytes()].concat();
+    array.extend_from_slice(&strings(&["a", "b", "c"]));
+    let mut map = [0_u64.to_le_bytes(), 1_u64.to_le_bytes()].concat();
+    map.extend_from_slice(&strings(&["k"]));
+    map.extend_from_slice(&5_u32.to_le_bytes());
+    let body = block(
+        2,
+        &[
+            ("tags", "Array(String)", array),
+            (
+                "id",
+                "Int64",
+                fixed(&[1_i64.to_le_bytes(), 2_i64.to_le_bytes()]),
+            ),
+            ("attrs", "Map(String, UInt32)", map),
+            (
+                "pair",
+                "Tuple(a UInt8, b Nullable(UInt8))",
+                vec![1, 2, 0, 1, 3, 4],
+            ),
+        ],
+    );
+    let batch = decode_body(&body, true).unwrap();
+    assert_eq!(
+        batch
+            .column(0)
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec(),
+        [1, 2]
+    );
+    let error = decode_body(&body, false).unwrap_err().to_string();
+    assert!(
+        error.contains("'tags'") && error.contains("no such column"),
+        "{error}"
+    );
+    assert_eq!(native_block_len(&body), Ok(Some((body.len(), 2))));
+}
+
+#[test]
+fn bad_blocks_are_refused_naming_the_row_and_the_column() {
+    let body = [
+        first_block(),
+        block(
+            1,
+            &[
+                ("id", "UInt64", vec![0; 8]),
+                ("msg", "Nullable(String)", vec![2, 0]),
+            ],
+        ),
+    ]
+    .concat();
+    let error = decode_body(&body, false).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "row 3, column 'msg': a null flag must be 0 or 1, not 2"
+    );
+
+    let body = block(2, &[("id", "Int32", vec![0; 6])]);
+    let error = decode_body(&body, false).unwrap_err().to_string();
+    assert!(
+        error.starts_with("row 1, column 'id': the body ends"),
+        "{error}"
+    );
+
+    let body = block(1, &[("id", "UInt64", u64::MAX.to_le_bytes().to_vec())]);
+    let error = decode_body(&body, false).unwrap_err().to_string();
+    assert!(error.contains("out of range for int64"), "{error}");
+
+    let array = [1_u64.to_le_bytes().to_vec(), strings(&["a"])].concat();
+    let body = block(
+        1,
+        &[("id", "Int64", vec![0; 8]), ("msg", "Array(String)", array)],
+    );
+    let error = decode_body(&body, false).unwrap_err().to_string();
+    assert!(
+        error.contains("'msg'") && error.contains("Array values do not fit"),
+        "{error}"
+    );
+
+    let other = block(1, &[("msg", "String", strings(&["x"]))]);
+    let error = decode_body(&[first_block(), other].concat(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("row 3: the block names columns msg where the first"),
+        "{error}"
+    );
+
+    let body = block(1, &[("msg", "String", strings(&["x"]))]);
+    let error = decode_body(&body, false).unwrap_err().to_string();
+    assert!(
+        error.contains("'id'") && error.contains("required"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_block_is_measured_only_once_all_of_it_has_arrived() {
+    let body = [first_block(), block(0, &[])].concat();
+    let len = first_block().len();
+    assert_eq!(native_block_len(&body), Ok(Some((len, 2))));
+    for end in 0..len {
+        assert_eq!(native_block_len(&body[..end]), Ok(None), "cut at {end}");
+    }
+    assert_eq!(native_block_len(&body[len..]), Ok(Some((2, 0))));
+    let error = native_block_len(&block(1, &[("x", "Nope", vec![])])).unwrap_err();
+    assert!(
+        error.contains("does not read ClickHouse type Nope"),
+        "{error}"
+    );
+    let mut low_cardinality = 2_u64.to_le_bytes().to_vec();
+    low_cardinality.extend_from_slice(&[0; 16]);
+    let error = native_block_len(&block(
+        1,
+        &[("x", "LowCardinality(String)", low_cardinality)],
+    ))
+    .unwrap_err();
+    assert!(error.contains("key version 2"), "{error}");
+}
+
+#[test]
+fn an_empty_body_is_no_rows() {
+    let batch = decode_body(b"", false).unwrap();
+    assert_eq!((batch.num_rows(), batch.num_columns()), (0, 6));
+}
