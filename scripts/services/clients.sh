@@ -25,6 +25,10 @@ pip_pin() {
 
 pip_pin clickhouse-connect 1.12.0
 pip_pin pandas 3.1.1
+pip_pin clickhouse-driver 0.2.11
+# clickhouse-driver's compression: its checksums, and zstd beside the lz4 clickhouse-connect brings.
+pip_pin clickhouse-cityhash 1.0.2.6
+pip_pin zstd 1.5.7.2
 
 if [ ! -f "$js/node_modules/@clickhouse/client/package.json" ] ||
   ! grep -q "\"version\": \"$js_client\"" "$js/node_modules/@clickhouse/client/package.json"; then

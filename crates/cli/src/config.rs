@@ -22,8 +22,8 @@ use sluice_pipeline::{
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT,
-    DRAIN_MARGIN, Limits,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_ROWS_PER_INSERT, DRAIN_MARGIN, Limits,
 };
 use sluice_sinks::lake::LakeRoot;
 use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
@@ -120,9 +120,24 @@ pub struct FileConfig {
     pub auth: Option<Credentials>,
     /// HTTPS: a certificate chain and its key, PEM files.
     pub tls: Option<TlsFiles>,
+    /// ClickHouse's native protocol.
+    #[serde(default)]
+    pub clickhouse: ClickHouseFileConfig,
     /// Declared tables.
     #[serde(default)]
     pub tables: BTreeMap<String, TableFileConfig>,
+}
+
+/// `[clickhouse]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClickHouseFileConfig {
+    /// Where ClickHouse's native protocol listens (ClickHouse's own port is 9000); off when
+    /// unset.
+    pub tcp_listen: Option<String>,
+    /// How long a native-protocol connection may stay open between queries.
+    #[serde(default, with = "duration_text")]
+    pub idle_timeout: Option<Duration>,
 }
 
 /// `[lake]`.
@@ -309,6 +324,8 @@ pub struct Settings {
     pub access: Access,
     /// HTTPS, when configured.
     pub tls: Option<TlsFiles>,
+    /// Where ClickHouse's native protocol listens, when it is on.
+    pub tcp_listen: Option<String>,
 }
 
 /// The settings of a command that works on the data directory rather than serving it
@@ -361,6 +378,10 @@ impl FileConfig {
             &mut access,
         )?;
         let listen = resolve_listen(overrides.listen, self.listen)?;
+        let tcp_listen = self.clickhouse.tcp_listen.clone();
+        if tcp_listen.as_deref().is_some_and(|l| l.trim().is_empty()) {
+            bail!("invalid config: clickhouse.tcp_listen: the address is empty");
+        }
         Ok(Settings {
             listen,
             data_dir,
@@ -373,6 +394,7 @@ impl FileConfig {
             default_sink,
             access,
             tls: self.tls,
+            tcp_listen,
         })
     }
 
@@ -448,12 +470,19 @@ impl FileConfig {
         if body_timeout.is_zero() {
             return Err(ConfigError::new("body_timeout", "must be greater than zero").into());
         }
+        let idle_timeout = self.clickhouse.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT);
+        if idle_timeout.is_zero() {
+            return Err(
+                ConfigError::new("clickhouse.idle_timeout", "must be greater than zero").into(),
+            );
+        }
         // A committed insert in flight at shutdown still gets its answer.
         let drain_timeout = ack_timeout.saturating_add(DRAIN_MARGIN);
         Ok(Limits {
             max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
             max_rows_per_insert,
             body_timeout,
+            idle_timeout,
             drain_timeout,
         })
     }

@@ -49,12 +49,16 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     let (lake, sinks) = build_sinks(&settings)?;
     let tables = std::mem::take(&mut settings.tables);
     let pipeline = start_pipeline(&settings, tables, &sinks).await?;
-    let listener = bind(&settings, tls.is_some()).await?;
+    let listeners = sluice_server::Listeners {
+        http: bind(&settings).await?,
+        native: bind_native(&settings, tls.is_some()).await?,
+    };
+    announce(&listeners, &settings, tls.is_some())?;
     let (stop_upkeep, upkeep) = spawn_upkeep(lake, settings.compaction);
 
     let state =
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
-    sluice_server::serve(listener, state, tls, shutdown)
+    sluice_server::serve(listeners, state, tls, shutdown)
         .await
         .context("the HTTP server failed")?;
     let _ = stop_upkeep.send(());
@@ -114,7 +118,7 @@ async fn start_pipeline(
 
 /// Opens the listening socket and says where sluice listens, with a warning when anyone
 /// beyond this machine could write.
-async fn bind(settings: &Settings, tls: bool) -> Result<TcpListener> {
+async fn bind(settings: &Settings) -> Result<TcpListener> {
     let listener = TcpListener::bind(&settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -126,13 +130,39 @@ async fn bind(settings: &Settings, tls: bool) -> Result<TcpListener> {
         );
     }
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "sluice is listening");
-    // A line for scripts and tests that start sluice on port 0.
+    Ok(listener)
+}
+
+/// Prints the one line that says where sluice listens, for scripts and tests that start it on
+/// port 0: the HTTP address first, then the native protocol's when it is on.
+fn announce(listeners: &sluice_server::Listeners, settings: &Settings, tls: bool) -> Result<()> {
     let scheme = if tls { "https" } else { "http" };
-    println!(
-        "sluice listening on {scheme}://{addr} (data in {})",
+    let mut line = format!(
+        "sluice listening on {scheme}://{} (data in {})",
+        listeners.http.local_addr()?,
         settings.data_dir.display()
     );
-    Ok(listener)
+    if let Some(native) = &listeners.native {
+        line.push_str(&format!(
+            "; native protocol on tcp://{}",
+            native.local_addr()?
+        ));
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// Opens the native protocol's socket when `[clickhouse] tcp_listen` is set.
+async fn bind_native(settings: &Settings, tls: bool) -> Result<Option<TcpListener>> {
+    let Some(listen) = &settings.tcp_listen else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen} (clickhouse.tcp_listen)"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, tls, "ClickHouse's native protocol is listening");
+    Ok(Some(listener))
 }
 
 /// Starts the lake's upkeep (compaction, rereading logs), which runs until the sender is used

@@ -11,6 +11,8 @@ pub struct ServerProcess {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where ClickHouse's native protocol listens, when it is on.
+    pub native_addr: Option<SocketAddr>,
 }
 
 impl ServerProcess {
@@ -65,8 +67,17 @@ impl ServerProcess {
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|addr| addr.parse().ok());
+        let native_addr = line
+            .split("tcp://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|addr| addr.parse().ok());
         match addr {
-            Some(addr) => Ok(Self { child, addr }),
+            Some(addr) => Ok(Self {
+                child,
+                addr,
+                native_addr,
+            }),
             None => {
                 let _ = child.kill();
                 let status = child.wait()?;

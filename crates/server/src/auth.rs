@@ -8,6 +8,7 @@
 //! - `Authorization: Basic <user:password>` (curl `-u`, most HTTP clients)
 //! - `X-ClickHouse-User` / `X-ClickHouse-Key` headers (ClickHouse drivers)
 //! - `user=` / `password=` URL parameters (the ClickHouse endpoint only)
+//! - the user and password of the native protocol's handshake (its TCP door)
 //!
 //! Reading endpoints (`/ping`, `/health`, `/metrics`, `/v1/tables`) stay open. Secrets are
 //! compared in constant time.
@@ -81,10 +82,36 @@ impl Access {
         headers: &HeaderMap,
         params: &[(String, String)],
     ) -> Result<(), ApiError> {
-        let Some(rule) = self.tables.get(table).or(self.global.as_ref()) else {
+        if self.rule(table).is_none() {
+            return Ok(());
+        }
+        self.check_presented(table, presented(headers, params)?)
+    }
+
+    /// Checks that the ClickHouse user `name` with `password` may write to `table`: the native
+    /// protocol's credentials, sent once in its handshake.
+    pub(crate) fn check_user(
+        &self,
+        table: &str,
+        name: &str,
+        password: &str,
+    ) -> Result<(), ApiError> {
+        let user = Presented::User {
+            name: name.to_owned(),
+            password: password.to_owned(),
+        };
+        self.check_presented(table, Some(user))
+    }
+
+    fn rule(&self, table: &str) -> Option<&Credentials> {
+        self.tables.get(table).or(self.global.as_ref())
+    }
+
+    fn check_presented(&self, table: &str, presented: Option<Presented>) -> Result<(), ApiError> {
+        let Some(rule) = self.rule(table) else {
             return Ok(());
         };
-        match presented(headers, params)? {
+        match presented {
             Some(credential) if rule.accepts(&credential) => Ok(()),
             Some(_) => Err(ApiError::new(
                 Kind::Unauthorized,

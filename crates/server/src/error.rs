@@ -229,12 +229,18 @@ pub(crate) fn register_rejection_reasons() {
     }
 }
 
+/// Counts a refusal in `sluice_rejected_inserts_total{reason}`, and gives the reason.
+pub(crate) fn count_rejection(kind: Kind) -> &'static str {
+    let reason = kind.spec().reason;
+    metrics::counter!(sluice_pipeline::names::REJECTED, "reason" => reason).increment(1);
+    reason
+}
+
 /// Counts a refused request in `sluice_rejected_inserts_total{reason}` and adds the headers every
 /// error answer carries: `X-Sluice-Error` (the reason, so a client can tell "not accepted, safe to
 /// resend" from "may have landed") and `Retry-After` where waiting helps.
 pub(crate) fn finish_error(kind: Kind, headers: &mut axum::http::HeaderMap) {
-    let reason = kind.spec().reason;
-    metrics::counter!(sluice_pipeline::names::REJECTED, "reason" => reason).increment(1);
+    let reason = count_rejection(kind);
     headers.insert(
         "X-Sluice-Error",
         axum::http::HeaderValue::from_static(reason),

@@ -57,6 +57,19 @@ pub const DRAIN_MARGIN: Duration = Duration::from_secs(5);
 pub const DEFAULT_DRAIN_TIMEOUT: Duration =
     Duration::from_secs(sluice_pipeline::DEFAULT_ACK_TIMEOUT.as_secs() + DRAIN_MARGIN.as_secs());
 
+/// [`Limits::idle_timeout`] by default: ClickHouse's own `idle_connection_timeout`, so pooled
+/// clients see the connection life they expect.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The sockets sluice serves on.
+#[derive(Debug)]
+pub struct Listeners {
+    /// HTTP: the native API and ClickHouse's HTTP interface.
+    pub http: TcpListener,
+    /// ClickHouse's native protocol, when it is on.
+    pub native: Option<TcpListener>,
+}
+
 /// Limits the edge enforces before the pipeline sees a request.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -66,6 +79,8 @@ pub struct Limits {
     pub max_rows_per_insert: usize,
     /// The longest a body may go without a byte arriving.
     pub body_timeout: Duration,
+    /// How long a native-protocol connection may stay open between queries.
+    pub idle_timeout: Duration,
     /// How long shutdown waits for the requests in flight once it stops accepting; connections
     /// still open then are closed without an answer (nothing they sent was acknowledged). Long
     /// enough for a `committed` insert to get its answer (its wait is bounded by
@@ -80,6 +95,7 @@ impl Default for Limits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_rows_per_insert: DEFAULT_MAX_ROWS_PER_INSERT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
@@ -125,11 +141,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then stops accepting connections and waits for the
-/// requests in flight, at most [`Limits::drain_timeout`]; over TLS when `tls` is given. The
+/// Serves HTTP, and the native protocol when its listener is given, until `shutdown`
+/// resolves; then stops accepting connections and waits for the requests in flight, at most [`Limits::drain_timeout`]; over TLS when `tls` is given. The
 /// caller shuts the pipeline down afterwards.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Listeners,
     state: AppState,
     tls: Option<tls::Tls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -162,16 +178,25 @@ pub async fn serve(
             }
         })
     };
-    let served = async {
+    let native = {
+        let (state, tls, stopped) = (state.clone(), tls.clone(), stopped.clone());
+        async move {
+            if let Some(listener) = listeners.native {
+                clickhouse::tcp::serve(listener, state, tls, stopped).await;
+            }
+        }
+    };
+    let http = async {
         match tls {
-            Some(tls) => tls::serve(listener, router(state), tls, signal(stopped)).await,
+            Some(tls) => tls::serve(listeners.http, router(state), tls, signal(stopped)).await,
             None => {
-                axum::serve(listener, router(state))
+                axum::serve(listeners.http, router(state))
                     .with_graceful_shutdown(signal(stopped))
                     .await
             }
         }
     };
+    let served = async { tokio::join!(http, native).0 };
     let result = tokio::select! {
         result = served => result,
         () = deadline => {

@@ -59,6 +59,13 @@ impl Tls {
     }
 }
 
+impl Tls {
+    /// The acceptor, for a door that is not HTTP.
+    pub(crate) fn acceptor(&self) -> &TlsAcceptor {
+        &self.acceptor
+    }
+}
+
 /// Serves `app` over TLS until `shutdown` resolves, then waits for open connections.
 pub(crate) async fn serve(
     listener: TcpListener,

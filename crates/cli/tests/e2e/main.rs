@@ -12,6 +12,7 @@ mod bad_input;
 mod clickhouse_clients;
 mod clickhouse_compat;
 mod clickhouse_formats;
+mod clickhouse_native;
 mod clickhouse_sink;
 mod config_errors;
 mod crash_recovery;

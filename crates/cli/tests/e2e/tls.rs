@@ -9,7 +9,7 @@ use crate::common::{self, id_counts};
 use sluice_lab::process::ServerProcess;
 
 /// A self-signed certificate for 127.0.0.1, made by the openssl command.
-fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let status = Command::new("openssl")
         .args([

@@ -209,6 +209,45 @@ pub fn decompress_blocks(body: &[u8], limit: usize) -> Result<Vec<u8>, BlockErro
     Ok(out)
 }
 
+/// The length of the block at the start of `bytes`, checksum included, once all of it has
+/// arrived; `None` while it has not. For a stream that carries blocks one at a time.
+pub fn block_len(bytes: &[u8]) -> Result<Option<usize>, BlockError> {
+    let Some(header) = bytes.get(CHECKSUM_LEN..CHECKSUM_LEN + HEADER_LEN) else {
+        return Ok(None);
+    };
+    let compressed_size = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if compressed_size < HEADER_LEN {
+        let at = Position {
+            number: 1,
+            offset: 0,
+        };
+        return Err(BlockError::SizeBelowHeader {
+            number: at.number,
+            offset: at.offset,
+            compressed_size,
+        });
+    }
+    let len = CHECKSUM_LEN + compressed_size;
+    Ok((bytes.len() >= len).then_some(len))
+}
+
+/// `bytes` as one LZ4 block with its header and checksum, as ClickHouse writes one.
+pub fn compress_block(bytes: &[u8]) -> Vec<u8> {
+    let payload = lz4_flex::block::compress(bytes);
+    let mut block = vec![0; CHECKSUM_LEN];
+    block.push(METHOD_LZ4);
+    let sizes = [HEADER_LEN + payload.len(), bytes.len()];
+    for size in sizes {
+        // A block's sizes are u32: callers hand over far less than 4 GiB.
+        block.extend_from_slice(&u32::try_from(size).unwrap_or(u32::MAX).to_le_bytes());
+    }
+    block.extend_from_slice(&payload);
+    let checksum = Checksum::of(&block[CHECKSUM_LEN..]);
+    block[..8].copy_from_slice(&checksum.low.to_le_bytes());
+    block[8..CHECKSUM_LEN].copy_from_slice(&checksum.high.to_le_bytes());
+    block
+}
+
 /// Where a block is, for error messages: its number (from 1) and its first byte in the body.
 #[derive(Debug, Clone, Copy)]
 struct Position {
@@ -381,7 +420,29 @@ mod tests {
     }
 
     fn lz4_block(data: &[u8]) -> Vec<u8> {
-        block(METHOD_LZ4, &lz4_flex::block::compress(data), data.len())
+        compress_block(data)
+    }
+
+    #[test]
+    fn a_written_block_reads_back_and_is_measured_once_whole() {
+        let data = b"a block of rows, a block of rows, a block of rows".repeat(10);
+        let written = compress_block(&data);
+        assert_eq!(
+            written,
+            block(METHOD_LZ4, &lz4_flex::block::compress(&data), data.len())
+        );
+        assert_eq!(decompress_blocks(&written, 1 << 20).unwrap(), data);
+        let stream = [written.clone(), none_block(b"next")].concat();
+        assert_eq!(block_len(&stream).unwrap(), Some(written.len()));
+        for end in 0..written.len() {
+            assert_eq!(block_len(&stream[..end]).unwrap(), None, "cut at {end}");
+        }
+        let mut small = written;
+        small[17..21].copy_from_slice(&3_u32.to_le_bytes());
+        assert!(matches!(
+            block_len(&small),
+            Err(BlockError::SizeBelowHeader { .. })
+        ));
     }
 
     fn zstd_block(data: &[u8]) -> Vec<u8> {

@@ -340,7 +340,7 @@ async fn read_statement(
 
 /// Where an insert's data starts after its format name (at `offset`): past spaces and tabs,
 /// then one `\r` and one `\n`, as ClickHouse reads it, so a binary body's first byte is data.
-fn data_start(text: &[u8], offset: usize) -> usize {
+pub(super) fn data_start(text: &[u8], offset: usize) -> usize {
     let mut at = offset;
     while matches!(text.get(at), Some(b' ' | b'\t' | 0x0c)) {
         at += 1;
@@ -355,18 +355,18 @@ fn data_start(text: &[u8], offset: usize) -> usize {
 }
 
 /// What an insert's settings ask for.
-struct InsertSettings {
+pub(super) struct InsertSettings {
     /// When the insert is acknowledged.
-    ack: AckMode,
+    pub(super) ack: AckMode,
     /// How its rows are decoded.
-    options: DecodeOptions,
+    pub(super) options: DecodeOptions,
     /// The insert's own limit on partitions, if it sets one.
-    max_partitions: Option<usize>,
+    pub(super) max_partitions: Option<usize>,
 }
 
 /// Reads the ack mode, the decode options and the partition limit from the query's SETTINGS
 /// clause and the URL parameters.
-fn insert_settings(
+pub(super) fn insert_settings(
     query: &InsertQuery,
     params: &[(String, String)],
 ) -> Result<InsertSettings, ApiError> {
@@ -436,7 +436,7 @@ fn csv_delimiter(setting: Option<&str>) -> Result<Option<u8>, ApiError> {
     }
 }
 
-fn query_error(error: QueryError) -> ApiError {
+pub(super) fn query_error(error: QueryError) -> ApiError {
     let kind = match error {
         QueryError::Format(_) => Kind::UnknownFormat,
         QueryError::Syntax(_) | QueryError::NotInsert(_) | QueryError::Unanswered(_) => {

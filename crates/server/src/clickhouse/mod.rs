@@ -1,4 +1,5 @@
-//! The ClickHouse-compatible endpoint: `POST /?query=INSERT INTO t FORMAT <format>`.
+//! The ClickHouse-compatible doors: HTTP, `POST /?query=INSERT INTO t FORMAT <format>`, and the
+//! native protocol over TCP ([`tcp`]).
 //!
 //! Existing ClickHouse HTTP clients work unchanged: the query comes in the URL (rows in the body)
 //! or at the start of the body (rows after it); `db.table`, a column list, ClickHouse's input
@@ -20,11 +21,14 @@
 //!   LZ4 and ZSTD.
 //! - `handler.rs`: insert or read, parameters, settings, the call into the pipeline,
 //!   ClickHouse-style answers and headers.
+//! - `tcp/`: the native protocol, the other door, which shares the parsers, the reads' answers
+//!   and the insert settings above.
 
 pub mod compressed;
 mod handler;
 pub mod handshake;
 mod output;
 pub mod query;
+pub mod tcp;
 
 pub(crate) use handler::{post, query_get};

@@ -69,6 +69,8 @@ pub fn load_config_for(
 pub struct Server {
     process: ServerProcess,
     pub addr: SocketAddr,
+    /// The native protocol's address, when the config turns it on.
+    pub native_addr: Option<SocketAddr>,
     pub data_dir: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -94,6 +96,7 @@ impl Server {
         .unwrap();
         Server {
             addr: process.addr,
+            native_addr: process.native_addr,
             process,
             data_dir,
             _dir: dir,

@@ -1,0 +1,552 @@
+//! One native-protocol connection: the handshake, then its queries one at a time.
+//!
+//! Bytes are read into a buffer and packets are parsed from it; a packet that has not fully
+//! arrived is parsed again once more bytes have. An insert's blocks are collected whole,
+//! uncompressed and without their block info, into one body of `Native` blocks, which goes to
+//! the pipeline like any other insert's body once the client's closing empty block has come.
+//! So nothing of an insert lands before all of it has arrived.
+
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use sluice_core::formats::native_block_len;
+use sluice_core::name::printable;
+use sluice_core::{ColumnType, InputFormat, TableLayout};
+use sluice_pipeline::{Admission, Insert};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::packets::{
+    self, ClientPacket, Hello, PacketError, Query, Reader, read_client_packet, skip_block_info,
+};
+use crate::AppState;
+use crate::clickhouse::compressed::{block_len, decompress_blocks};
+use crate::clickhouse::handler::{data_start, insert_settings, query_error};
+use crate::clickhouse::handshake::{DATABASE, Read, answer, parse_read};
+use crate::clickhouse::output::OutputFormat;
+use crate::clickhouse::query::{first_keyword, parse_insert};
+use crate::error::{ApiError, Kind, count_rejection};
+
+/// How long a connection may take at each step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// From accepting to the client's `Hello`.
+    pub(crate) handshake: Duration,
+    /// Between queries.
+    pub(crate) idle: Duration,
+    /// Between two reads inside a packet or an insert's blocks.
+    pub(crate) stall: Duration,
+}
+
+/// How long a refused connection is read from, and its bytes dropped, before it is closed, so
+/// that the client reads the exception before the connection resets.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Why a connection ends.
+enum End {
+    /// The client closed it, or went silent past a timeout, or sluice is stopping.
+    Quietly,
+    /// It cannot go on: the exception is sent, then the connection is closed.
+    Refused(ApiError),
+}
+
+impl From<std::io::Error> for End {
+    fn from(_: std::io::Error) -> Self {
+        End::Quietly
+    }
+}
+
+/// How a query ends when it does not succeed.
+enum Refusal {
+    /// The exception is sent and the connection goes on.
+    Answer(ApiError),
+    /// The connection ends.
+    End(End),
+}
+
+impl From<End> for Refusal {
+    fn from(end: End) -> Self {
+        Refusal::End(end)
+    }
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Self {
+        Refusal::Answer(error)
+    }
+}
+
+/// What a connection reads next.
+enum Packet {
+    Query(Query),
+    /// A data packet's header; its block follows.
+    Data,
+    Cancel,
+    Ping,
+}
+
+/// A block as received: its bytes without block info, and its row and column counts.
+struct Block {
+    bytes: Vec<u8>,
+    rows: u64,
+}
+
+struct Connection<S> {
+    stream: S,
+    received: BytesMut,
+    state: AppState,
+    timeouts: Timeouts,
+    hello: Option<Hello>,
+}
+
+/// Serves one connection until the client leaves, it is refused, or `stopping` turns true
+/// while it is between queries.
+pub(crate) async fn serve<S>(
+    stream: S,
+    state: AppState,
+    timeouts: Timeouts,
+    stopping: watch::Receiver<bool>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut connection = Connection {
+        stream,
+        received: BytesMut::with_capacity(64 * 1024),
+        state,
+        timeouts,
+        hello: None,
+    };
+    let end = connection.run(stopping).await;
+    if let End::Refused(error) = end {
+        connection.refuse(error).await;
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    async fn run(&mut self, mut stopping: watch::Receiver<bool>) -> End {
+        match tokio::time::timeout(self.timeouts.handshake, self.handshake()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(end)) => return end,
+            Err(_) => return End::Quietly,
+        }
+        loop {
+            let packet = tokio::select! {
+                packet = self.read_packet(self.timeouts.idle) => packet,
+                _ = stopping.wait_for(|stop| *stop) => return End::Quietly,
+            };
+            let result = match packet {
+                Ok(Packet::Ping) => self.send(packets::write_pong).await.map_err(End::from),
+                Ok(Packet::Cancel) => Ok(()),
+                Ok(Packet::Query(query)) => self.query(query).await,
+                Ok(Packet::Data) => Err(protocol_error("a Data packet outside a query")),
+                Err(end) => Err(end),
+            };
+            if let Err(end) = result {
+                return end;
+            }
+        }
+    }
+
+    /// Reads the client's `Hello` and answers it.
+    async fn handshake(&mut self) -> Result<(), End> {
+        let hello = self
+            .parse(
+                self.timeouts.handshake,
+                |reader| match read_client_packet(reader, 0)? {
+                    ClientPacket::Hello(hello) => Ok(hello),
+                    other => Err(PacketError::Bad(format!(
+                        "the connection must start with Hello, not {other:?}"
+                    ))),
+                },
+            )
+            .await?;
+        let revision = hello.revision;
+        self.hello = Some(hello);
+        self.send(|out| packets::write_hello(out, revision, "sluice"))
+            .await?;
+        Ok(())
+    }
+
+    fn hello(&self) -> &Hello {
+        self.hello
+            .as_ref()
+            .expect("queries come after the handshake")
+    }
+
+    /// Reads the next packet; a data packet's block is left to [`Connection::read_block`].
+    async fn read_packet(&mut self, first_byte_within: Duration) -> Result<Packet, End> {
+        let revision = self.hello.as_ref().map_or(0, Hello::revision);
+        self.parse(first_byte_within, |reader| {
+            Ok(match read_client_packet(reader, revision)? {
+                ClientPacket::Query(query) => Packet::Query(query),
+                ClientPacket::Data { .. } => Packet::Data,
+                ClientPacket::Cancel => Packet::Cancel,
+                ClientPacket::Ping => Packet::Ping,
+                ClientPacket::Hello(_) => {
+                    return Err(PacketError::Bad("a second Hello".to_owned()));
+                }
+            })
+        })
+        .await
+    }
+
+    /// Parses the buffered bytes with `parse`, reading more while they end too early. The
+    /// first read waits up to `first_byte_within`, later ones up to the stall timeout.
+    async fn parse<T>(
+        &mut self,
+        first_byte_within: Duration,
+        parse: impl Fn(&mut Reader<'_>) -> Result<T, PacketError>,
+    ) -> Result<T, End> {
+        let mut wait = first_byte_within;
+        loop {
+            if !self.received.is_empty() {
+                let mut reader = Reader::new(&self.received);
+                match parse(&mut reader) {
+                    Ok(value) => {
+                        let used = reader.pos();
+                        self.received.advance(used);
+                        return Ok(value);
+                    }
+                    Err(PacketError::Incomplete) => {}
+                    Err(PacketError::Bad(message)) => return Err(protocol_error(&message)),
+                }
+                wait = self.timeouts.stall;
+            }
+            self.fill(wait).await?;
+        }
+    }
+
+    /// Reads more bytes into the buffer, up to the body limit.
+    async fn fill(&mut self, within: Duration) -> Result<(), End> {
+        if self.received.len() > self.state.limits.max_body_bytes {
+            return Err(End::Refused(too_large(self.state.limits.max_body_bytes)));
+        }
+        self.received.reserve(64 * 1024);
+        match tokio::time::timeout(within, self.stream.read_buf(&mut self.received)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => Err(End::Quietly),
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
+
+    /// Reads a data packet's block, its header already read.
+    async fn read_block(&mut self, compressed: bool) -> Result<Block, End> {
+        if compressed {
+            return self.read_compressed_block().await;
+        }
+        let stall = self.timeouts.stall;
+        let (bytes, rows) = self
+            .parse(stall, |reader| {
+                skip_block_info(reader)?;
+                match native_block_len(reader.rest()) {
+                    Ok(Some((len, rows))) => {
+                        let bytes = reader.rest()[..len].to_vec();
+                        reader.skip(len)?;
+                        Ok((bytes, rows))
+                    }
+                    Ok(None) => Err(PacketError::Incomplete),
+                    Err(message) => Err(PacketError::Bad(message)),
+                }
+            })
+            .await?;
+        Ok(Block { bytes, rows })
+    }
+
+    /// A block in ClickHouse's compressed blocks: as many as it takes to hold all of it.
+    async fn read_compressed_block(&mut self) -> Result<Block, End> {
+        let limit = self.state.limits.max_body_bytes;
+        let mut raw = Vec::new();
+        loop {
+            let len = loop {
+                match block_len(&self.received) {
+                    Ok(Some(len)) => break len,
+                    Ok(None) => self.fill(self.timeouts.stall).await?,
+                    Err(error) => return Err(protocol_error(&error.to_string())),
+                }
+            };
+            let room = limit.saturating_sub(raw.len());
+            let decompressed = decompress_blocks(&self.received[..len], room)
+                .map_err(|error| protocol_error(&error.to_string()))?;
+            self.received.advance(len);
+            raw.extend_from_slice(&decompressed);
+            let mut reader = Reader::new(&raw);
+            let info = skip_block_info(&mut reader);
+            let start = reader.pos();
+            match info.map(|()| native_block_len(&raw[start..])) {
+                Ok(Ok(Some((len, rows)))) if start + len == raw.len() => {
+                    return Ok(Block {
+                        bytes: raw[start..].to_vec(),
+                        rows,
+                    });
+                }
+                Ok(Ok(Some(_))) => {
+                    return Err(protocol_error(
+                        "a compressed block holds more than one block",
+                    ));
+                }
+                Ok(Ok(None)) | Err(PacketError::Incomplete) => {}
+                Ok(Err(message)) | Err(PacketError::Bad(message)) => {
+                    return Err(protocol_error(&message));
+                }
+            }
+        }
+    }
+
+    /// Runs a query: an insert, or one of the reads clients send when they connect.
+    async fn query(&mut self, query: Query) -> Result<(), End> {
+        // Temporary tables for the query come first, up to an empty block; inserts have none.
+        loop {
+            match self.read_packet(self.timeouts.stall).await? {
+                Packet::Data => {
+                    if self.read_block(query.compression).await?.rows == 0 {
+                        break;
+                    }
+                }
+                _ => return Err(protocol_error("expected the query's temporary tables")),
+            }
+        }
+        let result = if first_keyword(query.text.as_bytes()).as_deref() == Some("INSERT") {
+            self.insert(&query).await
+        } else {
+            self.read(&query).await
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(Refusal::Answer(error)) => {
+                let kind = error.kind;
+                count_rejection(kind);
+                self.send(|out| exception(out, &error)).await?;
+                Ok(())
+            }
+            Err(Refusal::End(end)) => Err(end),
+        }
+    }
+
+    async fn insert(&mut self, query: &Query) -> Result<(), Refusal> {
+        let text = query.text.as_bytes();
+        let insert = parse_insert(text).map_err(query_error)?;
+        let hello = self.hello();
+        self.state
+            .access
+            .check_user(&insert.table, &hello.user, &hello.password)?;
+        let mut settings = insert_settings(&insert, &query.settings)?;
+        let inline = &text[data_start(text, insert.data_offset)..];
+        let body = if inline.iter().all(u8::is_ascii_whitespace) {
+            let layout = self
+                .state
+                .pipeline
+                .layout(&insert.table)
+                .ok_or_else(|| unknown_table(&insert.table))?;
+            let sample = sample_block(&layout, insert.columns.as_deref(), hello.revision)?;
+            let compression = query.compression;
+            self.send(|out| packets::write_data(out, &sample, compression))
+                .await
+                .map_err(End::from)?;
+            settings.options.format = InputFormat::Native;
+            settings.options.columns = None;
+            match self.receive_blocks(compression).await? {
+                Some(body) => body,
+                None => {
+                    return self
+                        .send(packets::write_end_of_stream)
+                        .await
+                        .map_err(|e| End::from(e).into());
+                }
+            }
+        } else {
+            inline.to_vec()
+        };
+        let inserted = self
+            .state
+            .pipeline
+            .insert_body(Insert {
+                table: &insert.table,
+                body: &body,
+                options: settings.options,
+                ack: settings.ack,
+                admission: Admission::Refuse,
+                max_partitions: settings.max_partitions,
+                max_rows: Some(self.state.limits.max_rows_per_insert),
+            })
+            .await
+            .map_err(ApiError::from)?;
+        let revision = self.hello().revision();
+        let bytes = body.len() as u64;
+        self.send(|out| {
+            packets::write_insert_progress(out, revision, inserted.rows, bytes);
+            packets::write_end_of_stream(out);
+        })
+        .await
+        .map_err(|e| End::from(e).into())
+    }
+
+    /// Collects an insert's blocks up to the client's empty one; `None` when the client
+    /// cancels the insert.
+    async fn receive_blocks(&mut self, compression: bool) -> Result<Option<Vec<u8>>, Refusal> {
+        let limits = self.state.limits;
+        let (mut body, mut rows) = (Vec::new(), 0_u64);
+        loop {
+            match self.read_packet(self.timeouts.stall).await? {
+                Packet::Data => {}
+                Packet::Cancel => return Ok(None),
+                _ => return Err(protocol_error("expected the insert's data blocks").into()),
+            }
+            let block = self.read_block(compression).await?;
+            if block.rows == 0 {
+                return Ok(Some(body));
+            }
+            rows += block.rows;
+            if rows > limits.max_rows_per_insert as u64 {
+                return Err(End::Refused(ApiError::new(
+                    Kind::TooLarge,
+                    format!(
+                        "the insert has more than max_rows_per_insert = {} rows",
+                        limits.max_rows_per_insert
+                    ),
+                ))
+                .into());
+            }
+            if body.len() + block.bytes.len() > limits.max_body_bytes {
+                return Err(End::Refused(too_large(limits.max_body_bytes)).into());
+            }
+            body.extend_from_slice(&block.bytes);
+        }
+    }
+
+    /// Answers one of the reads clients send when they connect, as a header block, a block of
+    /// rows and the end of the stream.
+    async fn read(&mut self, query: &Query) -> Result<(), Refusal> {
+        let read = parse_read(query.text.as_bytes()).map_err(query_error)?;
+        let layout = match &read.read {
+            Read::Exists(table) | Read::Describe(table) => {
+                let hello = self.hello();
+                self.state
+                    .access
+                    .check_user(table, &hello.user, &hello.password)?;
+                self.state.pipeline.layout(table)
+            }
+            _ => None,
+        };
+        if let (Read::Describe(table), None) = (&read.read, &layout) {
+            return Err(unknown_table(table).into());
+        }
+        let mut result = answer(&read.read, layout.as_ref());
+        let rows = std::mem::take(&mut result.rows);
+        let header = OutputFormat::Native.write(&result);
+        result.rows = rows;
+        let block = OutputFormat::Native.write(&result);
+        let compression = query.compression;
+        self.send(|out| {
+            packets::write_data(out, &header, compression);
+            packets::write_data(out, &block, compression);
+            packets::write_end_of_stream(out);
+        })
+        .await
+        .map_err(|e| End::from(e).into())
+    }
+
+    async fn send(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        write(&mut out);
+        self.stream.write_all(&out).await?;
+        self.stream.flush().await
+    }
+
+    /// Sends the exception, then drains what the client still sends for a moment and closes,
+    /// so that the client reads the exception rather than a reset.
+    async fn refuse(&mut self, error: ApiError) {
+        count_rejection(error.kind);
+        if self.send(|out| exception(out, &error)).await.is_err() {
+            return;
+        }
+        let _ = self.stream.shutdown().await;
+        let mut sink = vec![0; 64 * 1024];
+        let drain = async { while matches!(self.stream.read(&mut sink).await, Ok(n) if n > 0) {} };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+    }
+}
+
+fn exception(out: &mut Vec<u8>, error: &ApiError) {
+    let spec = error.kind.spec();
+    let message = format!("{}. ({})", error.message, spec.ch_name);
+    packets::write_exception(out, spec.ch_code as i32, &message);
+}
+
+fn protocol_error(message: &str) -> End {
+    End::Refused(ApiError::new(
+        Kind::BadRequest,
+        format!("native protocol: {message}"),
+    ))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        Kind::TooLarge,
+        format!("the insert is larger than max_body_bytes = {limit} bytes"),
+    )
+}
+
+fn unknown_table(table: &str) -> ApiError {
+    ApiError::new(
+        Kind::UnknownTable,
+        format!(
+            "Table {DATABASE}.{} does not exist: over the native protocol sluice inserts into \
+             tables from the config or made by an insert over HTTP",
+            printable(table)
+        ),
+    )
+}
+
+/// The block that tells the client which columns to send and in which types: the insert's
+/// column list, else every column of the table.
+fn sample_block(
+    layout: &TableLayout,
+    listed: Option<&[String]>,
+    revision: u64,
+) -> Result<Vec<u8>, ApiError> {
+    let columns: Vec<_> = match listed {
+        None => layout.columns.iter().collect(),
+        Some(listed) => listed
+            .iter()
+            .map(|name| {
+                layout
+                    .columns
+                    .iter()
+                    .find(|c| &c.name == name)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            Kind::BadRows,
+                            format!("No such column {} in table", printable(name)),
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let mut out = Vec::new();
+    packets::write_block_header(&mut out, columns.len(), 0);
+    for column in columns {
+        let ty = type_for_client(column.ty, revision);
+        packets::string(&mut out, &column.name);
+        if column.nullable {
+            packets::string(&mut out, &format!("Nullable({ty})"));
+        } else {
+            packets::string(&mut out, ty);
+        }
+    }
+    Ok(out)
+}
+
+/// The type a column is announced in to a client at protocol `revision`: its ClickHouse type,
+/// or `String` for a type a client that old may not know, whose text sluice then reads as the
+/// column's type. `DateTime64`, `Date32` and `Bool` all came by 21.12, at revision 54452.
+fn type_for_client(ty: ColumnType, revision: u64) -> &'static str {
+    const WITH_NEWER_TYPES: u64 = 54452;
+    let newer = matches!(
+        ty,
+        ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool
+    );
+    if newer && revision < WITH_NEWER_TYPES {
+        "String"
+    } else {
+        ty.clickhouse_name()
+    }
+}
