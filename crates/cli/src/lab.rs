@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice_lab::acks::{self, AcksConfig};
-use sluice_lab::clickhouse::ClickHouseLabConfig;
+use sluice_lab::clickhouse::{ClickHouseLabConfig, Protocol};
 use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
 use sluice_lab::formats::{self, FormatsConfig};
@@ -327,11 +327,21 @@ pub struct ClickHouseArgs {
     /// come].
     #[arg(long)]
     rate: Option<f64>,
+    /// How the clients send, on both sides: ClickHouse's HTTP interface (JSONEachRow) or its
+    /// native protocol (a Native block per insert).
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Http)]
+    protocol: ProtocolArg,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProtocolArg {
+    Http,
+    Native,
 }
 
 fn write_json(path: Option<&PathBuf>, value: &impl Serialize) -> Result<()> {
@@ -628,11 +638,15 @@ async fn run_clickhouse(args: ClickHouseArgs, binary: PathBuf) -> Result<ExitCod
         clients: args.clients,
         max_age: args.max_age,
         rate: args.rate,
+        protocol: match args.protocol {
+            ProtocolArg::Http => Protocol::Http,
+            ProtocolArg::Native => Protocol::Native,
+        },
     };
     println!(
-        "{} single-row inserts from {} clients, straight into ClickHouse and through sluice \
-         (max_age {:?}, ack durable)",
-        config.inserts, config.clients, config.max_age
+        "{} single-row inserts from {} clients over {:?}, straight into ClickHouse and through \
+         sluice (max_age {:?}, ack durable)",
+        config.inserts, config.clients, config.protocol, config.max_age
     );
     let report = sluice_lab::clickhouse::run(&config, |line| println!("{line}"))
         .await

@@ -15,7 +15,7 @@ use sluice_lab::load::{Endpoint, LoadConfig, LoadReport, Progress, Stop};
 /// `sluice load` flags.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// The sluice server.
+    /// The sluice server (`tcp://host:port` for --endpoint clickhouse-tcp).
     #[arg(long, default_value = "http://127.0.0.1:8124")]
     url: String,
     /// Table to insert into (created on first insert when auto_create is on).
@@ -57,6 +57,8 @@ pub struct LoadArgs {
 enum EndpointArg {
     Native,
     Clickhouse,
+    /// ClickHouse's native protocol, at the --url's address (`[clickhouse] tcp_listen`).
+    ClickhouseTcp,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -79,6 +81,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode> {
         endpoint: match args.endpoint {
             EndpointArg::Native => Endpoint::Native,
             EndpointArg::Clickhouse => Endpoint::ClickHouse,
+            EndpointArg::ClickhouseTcp => Endpoint::ClickHouseTcp,
         },
         producers: args.producers,
         rows_per_insert: args.rows_per_insert,
@@ -142,14 +145,19 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode> {
 }
 
 fn resolve(url: &str) -> Result<SocketAddr> {
-    let rest = url
-        .strip_prefix("http://")
-        .with_context(|| format!("--url must start with http:// (got {url})"))?;
+    let (rest, default_port) = match url.strip_prefix("tcp://") {
+        Some(rest) => (rest, 9000),
+        None => (
+            url.strip_prefix("http://")
+                .with_context(|| format!("--url must start with http:// or tcp:// (got {url})"))?,
+            80,
+        ),
+    };
     let host = rest.split('/').next().unwrap_or(rest);
     let host = if host.contains(':') {
         host.to_owned()
     } else {
-        format!("{host}:80")
+        format!("{host}:{default_port}")
     };
     match host.to_socket_addrs()?.next() {
         Some(addr) => Ok(addr),
@@ -178,6 +186,7 @@ fn print_report(r: &LoadReport) {
         Endpoint::Native => "native",
         Endpoint::ClickHouse => "clickhouse",
         Endpoint::ClickHouseServer => "clickhouse server",
+        Endpoint::ClickHouseTcp => "clickhouse native protocol",
     };
     println!(
         "{} producers x {} rows/insert, endpoint {endpoint}, ack {}",

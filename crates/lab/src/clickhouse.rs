@@ -1,7 +1,8 @@
 //! `sluice lab clickhouse`: seed 000's "too many parts", measured on a real ClickHouse.
 //!
 //! The same clients send the same single-row inserts (a) straight to ClickHouse and (b) to
-//! sluice's ClickHouse-compatible endpoint, which lands them in ClickHouse. Each side gets a
+//! sluice's ClickHouse-compatible endpoint, which lands them in ClickHouse, both over HTTP or
+//! both over the native protocol. Each side gets a
 //! fresh server (so `system.events` counts only its own work) and the same table. For each:
 //! rows/s, the parts that exist afterwards (`system.parts`, active and all: inactive parts stay
 //! on disk for `old_parts_lifetime`, 8 minutes, so "all" is every part created during the run),
@@ -42,6 +43,18 @@ pub struct ClickHouseLabConfig {
     pub max_age: Duration,
     /// Rows per second over all clients on both sides; `None`: as fast as answers come.
     pub rate: Option<f64>,
+    /// How the clients send: ClickHouse's HTTP interface or its native protocol.
+    pub protocol: Protocol,
+}
+
+/// How the lab's clients reach both servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// `POST /?query=INSERT ... FORMAT JSONEachRow`.
+    Http,
+    /// `INSERT ... VALUES` and a `Native` block over TCP.
+    Native,
 }
 
 /// One side's figures.
@@ -78,6 +91,8 @@ pub struct ClickHouseReport {
     pub clients: usize,
     /// sluice's flush age limit in seconds.
     pub max_age_s: f64,
+    /// How the clients sent.
+    pub protocol: Protocol,
     /// The rate both sides sent at, rows/s (absent: as fast as answers came).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
@@ -101,10 +116,14 @@ pub async fn run(
         .trim()
         .to_owned();
     direct_server.query(TABLE_DDL).await?;
+    let (addr, endpoint) = match config.protocol {
+        Protocol::Http => (direct_server.addr, Endpoint::ClickHouseServer),
+        Protocol::Native => (direct_server.tcp_addr(), Endpoint::ClickHouseTcp),
+    };
     let load = LoadConfig {
-        addr: direct_server.addr,
+        addr,
         table: "load".into(),
-        endpoint: Endpoint::ClickHouseServer,
+        endpoint,
         producers: config.clients,
         rows_per_insert: 1,
         rate: config.rate,
@@ -126,7 +145,8 @@ pub async fn run(
     std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
     let toml = config.data_dir.join("sluice.toml");
     let text = format!(
-        "[flush]\nmax_age = \"{}ms\"\n\n[sinks.ch]\ntype = \"clickhouse\"\nurl = {:?}\n\n\
+        "[flush]\nmax_age = \"{}ms\"\n\n[clickhouse]\ntcp_listen = \"127.0.0.1:0\"\n\n\
+         [sinks.ch]\ntype = \"clickhouse\"\nurl = {:?}\n\n\
          [tables.load]\nsink = \"ch\"\ncolumns = {COLUMNS_TOML}\n",
         config.max_age.as_millis(),
         sluice_server.url
@@ -135,9 +155,18 @@ pub async fn run(
     let mut sluice =
         ServerProcess::spawn(&config.binary, &config.data_dir.join("data"), Some(&toml))
             .map_err(|e| e.to_string())?;
+    let (addr, endpoint) = match config.protocol {
+        Protocol::Http => (sluice.addr, Endpoint::ClickHouse),
+        Protocol::Native => (
+            sluice
+                .native_addr
+                .ok_or("sluice did not open the native protocol")?,
+            Endpoint::ClickHouseTcp,
+        ),
+    };
     let through = LoadConfig {
-        addr: sluice.addr,
-        endpoint: Endpoint::ClickHouse,
+        addr,
+        endpoint,
         ack: "durable".into(),
         ..load
     };
@@ -158,6 +187,7 @@ pub async fn run(
         inserts: config.inserts,
         clients: config.clients,
         max_age_s: config.max_age.as_secs_f64(),
+        protocol: config.protocol,
         rate: config.rate,
         clickhouse_version: version,
         direct,

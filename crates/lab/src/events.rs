@@ -218,11 +218,13 @@ impl Event {
             .to_string()
     }
 
-    /// Writes the event with an `id` in ClickHouse's `format`, in [`COLUMNS_TOML`]'s order.
-    pub fn write_as(&self, format: RowFormat, id: u64, out: &mut Vec<u8>) {
+    /// Writes the event with an `id` in ClickHouse's row `format`, in [`COLUMNS_TOML`]'s order.
+    fn write_as(&self, format: RowFormat, id: u64, out: &mut Vec<u8>) {
         let (open, delimiter, close, quote) = match format {
             RowFormat::JsonEachRow => return self.write_ndjson(id, out),
             RowFormat::RowBinary => return self.write_row_binary(id, out),
+            // Column-oriented: `write_insert` writes a whole insert as one block.
+            RowFormat::Native => unreachable!("Native is written by blocks"),
             RowFormat::JsonCompactEachRow => ("[", ",", "]", "\""),
             RowFormat::TabSeparated => ("", "\t", "", ""),
             RowFormat::Csv => ("", ",", "", ""),
@@ -294,17 +296,21 @@ pub enum RowFormat {
     Values,
     /// `RowBinaryWithNamesAndTypes`, as the Rust client sends it (uncompressed).
     RowBinary,
+    /// `Native`: one block of columns per insert, as clickhouse-connect's `insert()` sends it
+    /// (uncompressed).
+    Native,
 }
 
 impl RowFormat {
     /// Every format, `JSONEachRow` first.
-    pub const ALL: [RowFormat; 6] = [
+    pub const ALL: [RowFormat; 7] = [
         Self::JsonEachRow,
         Self::JsonCompactEachRow,
         Self::TabSeparated,
         Self::Csv,
         Self::Values,
         Self::RowBinary,
+        Self::Native,
     ];
 
     /// The name in `INSERT ... FORMAT <name>`.
@@ -316,6 +322,7 @@ impl RowFormat {
             Self::Csv => "CSV",
             Self::Values => "Values",
             Self::RowBinary => "RowBinaryWithNamesAndTypes",
+            Self::Native => "Native",
         }
     }
 
@@ -335,6 +342,123 @@ impl RowFormat {
             }
         }
         out
+    }
+}
+
+/// Writes one insert's body: `events`, each with its id, in `format`.
+pub fn write_insert(format: RowFormat, events: &[(u64, Event)], out: &mut Vec<u8>) {
+    if format == RowFormat::Native {
+        write_native_block(events, &native_columns(), out)
+            .expect("the lab's own columns are written in their own types");
+        return;
+    }
+    out.extend(format.header());
+    for (id, event) in events {
+        event.write_as(format, *id, out);
+    }
+}
+
+/// The lab's columns in the types [`ROW_BINARY_HEADER`] gives them, for a `Native` body.
+pub fn native_columns() -> Vec<(String, String)> {
+    ROW_BINARY_HEADER
+        .iter()
+        .map(|(name, ty)| ((*name).to_owned(), (*ty).to_owned()))
+        .collect()
+}
+
+/// A value of an event's column, before it is laid out in a column's type.
+enum Cell {
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Micros(i64),
+}
+
+impl Event {
+    fn cell(&self, id: u64, column: &str) -> Option<Cell> {
+        Some(match column {
+            "id" => Cell::Int(id as i64),
+            "ts" => Cell::Micros(self.ts_micros),
+            "service" => Cell::Text(self.service.to_owned()),
+            "endpoint" => Cell::Text(self.endpoint.to_owned()),
+            "status" => Cell::Int(i64::from(self.status)),
+            "latency_ms" => Cell::Float(self.latency_ms),
+            "bytes" => Cell::Int(self.bytes),
+            "request_id" => Cell::Text(format!("{:032x}", self.request_id)),
+            "user_id" => Cell::Int(self.user_id),
+            _ => return None,
+        })
+    }
+}
+
+/// Writes `events`, each with its id, as one `Native` block of `columns` (names and ClickHouse
+/// types, as a server announces them: `Nullable` or not, `DateTime` or `DateTime64`), without
+/// block info.
+pub fn write_native_block(
+    events: &[(u64, Event)],
+    columns: &[(String, String)],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    leb128(out, columns.len() as u64);
+    leb128(out, events.len() as u64);
+    for (name, ty) in columns {
+        leb128(out, name.len() as u64);
+        out.extend_from_slice(name.as_bytes());
+        leb128(out, ty.len() as u64);
+        out.extend_from_slice(ty.as_bytes());
+        let base = match ty
+            .strip_prefix("Nullable(")
+            .and_then(|t| t.strip_suffix(')'))
+        {
+            Some(inner) => {
+                out.extend(std::iter::repeat_n(0, events.len()));
+                inner
+            }
+            None => ty.as_str(),
+        };
+        for (id, event) in events {
+            let cell = event
+                .cell(*id, name)
+                .ok_or_else(|| format!("the lab has no column {name}"))?;
+            write_native_value(cell, base, out).map_err(|e| format!("column {name}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn write_native_value(cell: Cell, ty: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    match (cell, ty) {
+        (Cell::Int(n), "Int64") => out.extend_from_slice(&n.to_le_bytes()),
+        (Cell::Int(n), "Int32") => {
+            let n = i32::try_from(n).map_err(|e| e.to_string())?;
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        (Cell::Float(f), "Float64") => out.extend_from_slice(&f.to_le_bytes()),
+        (Cell::Text(text), "String") => {
+            leb128(out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
+        }
+        (Cell::Micros(micros), ty) if ty.starts_with("DateTime64(6") => {
+            out.extend_from_slice(&micros.to_le_bytes());
+        }
+        (Cell::Micros(micros), ty) if ty == "DateTime" || ty.starts_with("DateTime(") => {
+            let seconds = u32::try_from(micros.div_euclid(1_000_000)).map_err(|e| e.to_string())?;
+            out.extend_from_slice(&seconds.to_le_bytes());
+        }
+        (_, ty) => return Err(format!("the lab does not write its value as {ty}")),
+    }
+    Ok(())
+}
+
+fn leb128(out: &mut Vec<u8>, mut n: u64) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
     }
 }
 

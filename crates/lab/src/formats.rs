@@ -2,8 +2,8 @@
 //!
 //! One server lands table `formats` in the lake, with the write-ahead log. Producers send the
 //! same generated events, `rows_per_insert` to an insert, as `JSONEachRow`,
-//! `JSONCompactEachRow`, `TabSeparated`, `CSV`, `Values` and `RowBinaryWithNamesAndTypes`, one
-//! format at a time for `duration`, over `rounds` rounds whose order rotates, so no format always
+//! `JSONCompactEachRow`, `TabSeparated`, `CSV`, `Values`, `RowBinaryWithNamesAndTypes` and
+//! `Native` over HTTP, and as `Native` blocks over the native protocol, one way at a time for `duration`, over `rounds` rounds whose order rotates, so no format always
 //! runs first or last. Each format's figure is its median round. Then the server stops and every
 //! acknowledged row is audited in the lake: lost and duplicated must be 0.
 
@@ -20,6 +20,29 @@ use crate::verify::{self, Audit};
 
 /// The table the lab writes.
 pub const TABLE: &str = "formats";
+
+/// How the rows travel: a format over HTTP, or `Native` blocks over the native protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    Http(RowFormat),
+    Tcp,
+}
+
+impl Way {
+    /// Every format over HTTP, `JSONEachRow` first, then the native protocol.
+    fn all() -> Vec<Way> {
+        let mut ways: Vec<Way> = RowFormat::ALL.into_iter().map(Way::Http).collect();
+        ways.push(Way::Tcp);
+        ways
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Way::Http(format) => format.name(),
+            Way::Tcp => "Native (TCP)",
+        }
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -90,15 +113,16 @@ pub async fn run(
     mut on_line: impl FnMut(&str),
 ) -> Result<FormatsReport, String> {
     let mut server = start(config)?;
-    let mut runs: Vec<Vec<load::LoadReport>> = vec![Vec::new(); RowFormat::ALL.len()];
+    let ways = Way::all();
+    let mut runs: Vec<Vec<load::LoadReport>> = vec![Vec::new(); ways.len()];
     let mut acked = Vec::new();
     let mut next_id = 0;
     for round in 0..config.rounds {
-        for k in 0..RowFormat::ALL.len() {
-            let index = (round + k) % RowFormat::ALL.len();
-            let format = RowFormat::ALL[index];
+        for k in 0..ways.len() {
+            let index = (round + k) % ways.len();
+            let way = ways[index];
             let report = load::run(
-                load_config(config, &server, format, next_id),
+                load_config(config, &server, way, next_id)?,
                 Arc::new(Progress::default()),
                 true,
             )
@@ -107,7 +131,7 @@ pub async fn run(
             on_line(&format!(
                 "round {} {:<28} {:>10.0} rows/s",
                 round + 1,
-                format.name(),
+                way.name(),
                 report.rows_per_s
             ));
             next_id += report.rows_acked + 10_000_000;
@@ -136,7 +160,9 @@ pub async fn run(
 fn start(config: &FormatsConfig) -> Result<ServerProcess, String> {
     std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
     let toml = config.data_dir.join("sluice.toml");
-    let text = format!("[tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\n");
+    let text = format!(
+        "[clickhouse]\ntcp_listen = \"127.0.0.1:0\"\n\n[tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\n"
+    );
     std::fs::write(&toml, text).map_err(|e| e.to_string())?;
     ServerProcess::spawn(&config.binary, &config.data_dir.join("data"), Some(&toml))
         .map_err(|e| e.to_string())
@@ -145,13 +171,22 @@ fn start(config: &FormatsConfig) -> Result<ServerProcess, String> {
 fn load_config(
     config: &FormatsConfig,
     server: &ServerProcess,
-    format: RowFormat,
+    way: Way,
     id_offset: u64,
-) -> LoadConfig {
-    LoadConfig {
-        addr: server.addr,
+) -> Result<LoadConfig, String> {
+    let (addr, endpoint, format) = match way {
+        Way::Http(format) => (server.addr, Endpoint::ClickHouse, format),
+        Way::Tcp => {
+            let addr = server
+                .native_addr
+                .ok_or("sluice did not open the native protocol")?;
+            (addr, Endpoint::ClickHouseTcp, RowFormat::Native)
+        }
+    };
+    Ok(LoadConfig {
+        addr,
         table: TABLE.into(),
-        endpoint: Endpoint::ClickHouse,
+        endpoint,
         producers: config.producers,
         rows_per_insert: config.rows_per_insert,
         rate: None,
@@ -160,7 +195,7 @@ fn load_config(
         seed: 11,
         id_offset,
         format,
-    }
+    })
 }
 
 /// Each format's median round, and its ratio to `JSONEachRow`'s.
@@ -171,17 +206,21 @@ fn results(runs: &[Vec<load::LoadReport>], rows_per_insert: usize) -> Vec<Format
         figures.get(figures.len() / 2).copied().unwrap_or_default()
     };
     let json = runs.first().map_or(0.0, |r| median_of(r));
-    RowFormat::ALL
-        .iter()
+    Way::all()
+        .into_iter()
         .zip(runs)
-        .map(|(format, reports)| {
+        .map(|(way, reports)| {
             let median = median_of(reports);
+            let format = match way {
+                Way::Http(format) => format,
+                Way::Tcp => RowFormat::Native,
+            };
             FormatResult {
-                format: format.name(),
+                format: way.name(),
                 rows_per_s: reports.iter().map(|r| r.rows_per_s).collect(),
                 median_rows_per_s: median,
                 ratio_to_json: if json > 0.0 { median / json } else { 0.0 },
-                bytes_per_row: body_bytes_per_row(*format, rows_per_insert),
+                bytes_per_row: body_bytes_per_row(format, rows_per_insert),
                 failed_inserts: reports.iter().flat_map(|r| r.errors.values()).sum(),
             }
         })
@@ -190,10 +229,11 @@ fn results(runs: &[Vec<load::LoadReport>], rows_per_insert: usize) -> Vec<Format
 
 /// The body bytes of one insert of `rows` generated events, per row.
 fn body_bytes_per_row(format: RowFormat, rows: usize) -> f64 {
-    let mut events = crate::events::EventGen::new(11);
-    let mut body = format.header();
-    for id in 0..rows as u64 {
-        events.next_event().write_as(format, id, &mut body);
-    }
+    let mut generator = crate::events::EventGen::new(11);
+    let events: Vec<_> = (0..rows as u64)
+        .map(|id| (id, generator.next_event()))
+        .collect();
+    let mut body = Vec::new();
+    crate::events::write_insert(format, &events, &mut body);
     body.len() as f64 / rows.max(1) as f64
 }

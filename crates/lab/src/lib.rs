@@ -29,6 +29,7 @@ pub mod knee;
 pub mod layouts;
 pub mod load;
 pub mod merge_sim;
+pub mod native_client;
 pub mod overload;
 pub mod plot;
 pub mod process;

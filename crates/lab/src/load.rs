@@ -24,7 +24,8 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 use tokio::net::TcpStream;
 
-use crate::events::{EventGen, RowFormat};
+use crate::events::{Event, EventGen, RowFormat, write_insert};
+use crate::native_client::{NativeClient, NativeError};
 
 /// Which HTTP API the producers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,6 +38,9 @@ pub enum Endpoint {
     /// The same insert sent to a real ClickHouse server, with
     /// `date_time_input_format=best_effort` so it reads RFC 3339 timestamps.
     ClickHouseServer,
+    /// ClickHouse's native protocol, to sluice or to a ClickHouse server: `INSERT INTO {table}
+    /// VALUES` and one `Native` block in the types the server announces.
+    ClickHouseTcp,
 }
 
 /// When to stop.
@@ -219,9 +223,11 @@ async fn produce(
     let mut result = ProducerResult::default();
     let mut events = EventGen::new(config.seed.wrapping_add(producer as u64));
     let mut conn: Option<SendRequest<Full<Bytes>>> = None;
+    let mut native: Option<NativeClient> = None;
     let mut ticker = producer_ticker(config);
     let path = request_path(config);
     let mut body = Vec::with_capacity(config.rows_per_insert * 256);
+    let mut batch = Vec::with_capacity(config.rows_per_insert);
     loop {
         if progress.stop.load(Ordering::Relaxed) {
             break;
@@ -232,28 +238,29 @@ async fn produce(
         if let Some(ticker) = ticker.as_mut() {
             ticker.tick().await;
         }
-        body.clear();
         let format = match config.endpoint {
             Endpoint::ClickHouse => config.format,
             _ => RowFormat::JsonEachRow,
         };
-        body.extend(format.header());
-        for i in 0..rows {
-            events
-                .next_event()
-                .write_as(format, config.id_offset + first + i, &mut body);
-        }
-        let payload = Bytes::copy_from_slice(&body);
-        let acked = deliver(
-            config,
-            &mut conn,
-            &path,
-            payload,
-            rows,
-            progress,
-            &mut result,
-        )
-        .await;
+        batch.clear();
+        batch.extend((0..rows).map(|i| (config.id_offset + first + i, events.next_event())));
+        let acked = if config.endpoint == Endpoint::ClickHouseTcp {
+            deliver_native(config, &mut native, &batch, progress, &mut result).await
+        } else {
+            body.clear();
+            write_insert(format, &batch, &mut body);
+            let payload = Bytes::copy_from_slice(&body);
+            deliver(
+                config,
+                &mut conn,
+                &path,
+                payload,
+                rows,
+                progress,
+                &mut result,
+            )
+            .await
+        };
         if acked && record_ids {
             let start = config.id_offset + first;
             result.acked.push((start, start + rows));
@@ -345,6 +352,59 @@ async fn deliver(
     }
 }
 
+/// [`deliver`] over ClickHouse's native protocol, on the producer's connection.
+async fn deliver_native(
+    config: &LoadConfig,
+    client: &mut Option<NativeClient>,
+    events: &[(u64, Event)],
+    progress: &Progress,
+    result: &mut ProducerResult,
+) -> bool {
+    const MEMORY_LIMIT_EXCEEDED: i32 = 241;
+    let settings: &[(&str, &str)] = match config.ack.as_str() {
+        "async" => &[("async_insert", "1"), ("wait_for_async_insert", "0")],
+        "durable" => &[("sluice_ack", "durable")],
+        _ => &[],
+    };
+    let sent_at = Instant::now();
+    loop {
+        if client.is_none() {
+            *client = NativeClient::connect(config.addr).await.ok();
+        }
+        let outcome = match client.as_mut() {
+            Some(connection) => connection.insert(&config.table, settings, events).await,
+            None => Err(NativeError::Connection("cannot connect".to_owned())),
+        };
+        let failure = match outcome {
+            Ok(()) => {
+                let us = sent_at.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                result.latencies_us.push(us);
+                result.rows += events.len() as u64;
+                result.inserts += 1;
+                progress
+                    .rows_acked
+                    .fetch_add(events.len() as u64, Ordering::Relaxed);
+                return true;
+            }
+            Err(NativeError::Exception(MEMORY_LIMIT_EXCEEDED, _))
+                if !progress.stop.load(Ordering::Relaxed) =>
+            {
+                result.retries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(NativeError::Exception(code, _)) => format!("code {code}"),
+            Err(NativeError::Connection(_)) => {
+                *client = None;
+                "connection".to_owned()
+            }
+        };
+        *result.errors.entry(failure).or_default() += 1;
+        progress.errors.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+}
+
 fn request_path(config: &LoadConfig) -> String {
     match config.endpoint {
         Endpoint::Native => format!("/v1/tables/{}/rows?ack={}", config.table, config.ack),
@@ -366,6 +426,7 @@ fn request_path(config: &LoadConfig) -> String {
             "/?query=INSERT%20INTO%20{}%20FORMAT%20JSONEachRow&date_time_input_format=best_effort",
             config.table
         ),
+        Endpoint::ClickHouseTcp => String::new(),
     }
 }
 

@@ -163,6 +163,11 @@ impl ClickHouse {
         })
     }
 
+    /// Its native protocol (TCP) interface.
+    pub fn tcp_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.tcp_port))
+    }
+
     /// Stops the server (SIGTERM, then SIGKILL after 10 s).
     pub fn stop(&self) -> Result<(), String> {
         on_dir("clickhouse.sh", "stop", &self.dir)

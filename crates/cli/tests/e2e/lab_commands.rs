@@ -331,6 +331,16 @@ fn knee_runs_against_postgres_too() {
 
 #[test]
 fn clickhouse_compares_direct_and_through_sluice() {
+    compare_direct_and_through_sluice("http");
+}
+
+#[test]
+fn clickhouse_compares_direct_and_through_sluice_over_the_native_protocol() {
+    compare_direct_and_through_sluice("native");
+}
+
+/// `sluice lab clickhouse` with its clients on `protocol`, both sides.
+fn compare_direct_and_through_sluice(protocol: &str) {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("c.json");
     let out = sluice(&[
@@ -342,11 +352,14 @@ fn clickhouse_compares_direct_and_through_sluice() {
         "4",
         "--max-age",
         "200ms",
+        "--protocol",
+        protocol,
         "--json",
         json_path.to_str().unwrap(),
     ]);
     assert!(out.contains("fewer parts"), "{out}");
     let report = json(&json_path);
+    assert_eq!(report["protocol"], protocol);
     has(
         &report,
         &[
@@ -461,7 +474,9 @@ fn formats_lands_every_format_and_reports_each_against_json() {
             "TabSeparated",
             "CSV",
             "Values",
-            "RowBinaryWithNamesAndTypes"
+            "RowBinaryWithNamesAndTypes",
+            "Native",
+            "Native (TCP)"
         ]
     );
     for format in formats {

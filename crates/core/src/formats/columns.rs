@@ -136,6 +136,43 @@ impl<'s> Columns<'s> {
         Ok(())
     }
 
+    /// Appends a value of the body's column `index` in a block read column by column: the
+    /// columns' values go in whole, one after the other, and [`Columns::end_block`] follows.
+    /// The error is the value's, without its row or column, which the caller knows.
+    pub(crate) fn push(&mut self, index: usize, value: Value<'_>) -> Result<(), String> {
+        let Some(Some(target)) = self.targets.get(index).copied() else {
+            return Ok(());
+        };
+        let column = &self.schema.columns()[target];
+        let builder = &mut self.builders[target];
+        if value == Value::Null && !column.nullable {
+            if !self.null_as_default {
+                return Err(
+                    "the column is required (not nullable) and the row has null; \
+                     input_format_null_as_default=1 stores its type's default instead"
+                        .to_owned(),
+                );
+            }
+            builder.push_default();
+            return Ok(());
+        }
+        builder.push(column.ty, value)
+    }
+
+    /// Ends a block of `rows` rows put column by column: the table's columns the body does not
+    /// name are null (a required one was refused when the columns were made).
+    pub(crate) fn end_block(&mut self, rows: usize) {
+        for (i, column) in self.schema.columns().iter().enumerate() {
+            if !self.targets.contains(&Some(i)) {
+                for _ in 0..rows {
+                    self.builders[i].push_null();
+                }
+                debug_assert!(column.nullable, "a required column is in the body");
+            }
+        }
+        self.rows += rows;
+    }
+
     /// Ends the current row: the columns it left out are null.
     pub(crate) fn end_row(&mut self) -> Result<(), DecodeError> {
         for (i, filled) in self.filled.iter_mut().enumerate() {

@@ -190,6 +190,7 @@ fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String>
 }
 
 /// A binary body being read front to back.
+#[derive(Clone)]
 pub(crate) struct Input<'a> {
     bytes: &'a [u8],
     pos: usize,

@@ -8,18 +8,18 @@
 //! - `types`: type names into layouts.
 //! - `read`: a column's bytes walked over or read into values.
 //!
-//! Columns are read whole and then handed to the table's columns a row at a time, so every
-//! value goes through the same range checks as in the other formats.
+//! Each column's values go straight into the table's column, through the same range checks as
+//! in the other formats.
 
 mod read;
 mod types;
 
 use arrow::array::RecordBatch;
 
-use self::read::{Cell, read_cells, read_prefix, skip};
+use self::read::{read_prefix, skip, visit};
 use self::types::NativeType;
 use super::at_row;
-use super::columns::Columns;
+use super::columns::{Columns, Value};
 use super::wire::Input;
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
@@ -80,14 +80,6 @@ pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, Dec
     Ok(declared)
 }
 
-/// A block's columns as read: each name with its values, or none for a column the insert
-/// skips.
-struct Block<'a> {
-    rows: usize,
-    names: Vec<String>,
-    cells: Vec<Option<Vec<Cell<'a>>>>,
-}
-
 /// Decodes a body of Native blocks into the table's columns. Every block must name the same
 /// columns as the first.
 pub(crate) fn decode(
@@ -99,32 +91,29 @@ pub(crate) fn decode(
     let mut built: Option<(Vec<String>, Columns<'_>)> = None;
     while !input.is_empty() {
         let first_row = built.as_ref().map_or(0, |(_, c)| c.rows()) + 1;
-        let block = read_block(schema, &mut input, first_row)?;
-        if block.rows == 0 {
+        let whole = |e: String| at_row(first_row, DecodeError::new(None, None, e));
+        let (columns, rows) = (
+            input.leb128().map_err(whole)?,
+            input.leb128().map_err(whole)?,
+        );
+        let rows = usize::try_from(rows).map_err(|_| whole(format!("{rows} rows is too many")))?;
+        if rows == 0 {
+            skip_columns(&mut input, columns, 0).map_err(whole)?;
             continue;
         }
-        let (names, columns) = match &mut built {
+        let (names, table) = match &mut built {
             Some(built) => built,
-            None => built.insert((
-                block.names.clone(),
-                Columns::new(schema, &block.names, options)?,
-            )),
+            None => {
+                let names = block_names(input.clone(), columns, rows, first_row)?;
+                built.insert((names.clone(), Columns::new(schema, &names, options)?))
+            }
         };
-        if *names != block.names {
-            return Err(at_row(
-                first_row,
-                DecodeError::new(
-                    None,
-                    None,
-                    format!(
-                        "the block names columns {} where the first block named {}",
-                        block.names.join(", "),
-                        names.join(", ")
-                    ),
-                ),
-            ));
-        }
-        put_block(columns, &block, first_row)?;
+        let block = Block {
+            names,
+            rows,
+            first_row,
+        };
+        block.read(schema, &mut input, columns, table)?;
     }
     match built {
         Some((_, columns)) => columns.finish(),
@@ -132,66 +121,88 @@ pub(crate) fn decode(
     }
 }
 
-/// Reads one block; `first_row` is the number its first row has in the body, for errors.
-fn read_block<'a>(
-    schema: &TableSchema,
-    input: &mut Input<'a>,
-    first_row: usize,
-) -> Result<Block<'a>, DecodeError> {
-    let whole = |e: String| at_row(first_row, DecodeError::new(None, None, e));
-    let columns = input.leb128().map_err(whole)?;
-    let rows = input.leb128().map_err(whole)?;
-    let rows = usize::try_from(rows).map_err(|_| whole(format!("{rows} rows is too many")))?;
-    let mut block = Block {
-        rows,
-        names: Vec::new(),
-        cells: Vec::new(),
-    };
+/// Moves past `columns` columns of `rows` rows each.
+fn skip_columns(input: &mut Input<'_>, columns: u64, rows: u64) -> Result<(), String> {
     for _ in 0..columns {
-        let (name, ty) = column_header(input).map_err(whole)?;
-        let in_column = |(row, e): (Option<usize>, String)| {
-            at_row(
-                first_row + row.unwrap_or(0),
-                DecodeError::new(None, Some(name.to_owned()), e),
-            )
-        };
-        block.names.push(name.to_owned());
-        if rows == 0 {
-            continue;
+        let (name, ty) = column_header(input)?;
+        if rows > 0 {
+            read_prefix(&ty, input)
+                .and_then(|()| skip(&ty, input, rows))
+                .map_err(|e| format!("column '{name}': {e}"))?;
         }
-        read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
-        let target = schema
-            .columns()
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.ty);
-        block.cells.push(match target {
-            Some(target) => Some(read_cells(&ty, input, rows, target).map_err(in_column)?),
-            None => {
-                skip(&ty, input, rows as u64).map_err(|e| in_column((None, e)))?;
-                None
-            }
-        });
-    }
-    Ok(block)
-}
-
-fn put_block(
-    columns: &mut Columns<'_>,
-    block: &Block<'_>,
-    first_row: usize,
-) -> Result<(), DecodeError> {
-    for row in 0..block.rows {
-        for (index, cells) in block.cells.iter().enumerate() {
-            if let Some(cells) = cells {
-                columns
-                    .put(index, cells[row].value())
-                    .map_err(|e| at_row(first_row + row, e))?;
-            }
-        }
-        columns.end_row().map_err(|e| at_row(first_row + row, e))?;
     }
     Ok(())
+}
+
+/// The names of a block's columns, read ahead on a copy of the input. A column whose layout
+/// is wrong is refused here as reading it would refuse it.
+fn block_names(
+    mut input: Input<'_>,
+    columns: u64,
+    rows: usize,
+    first_row: usize,
+) -> Result<Vec<String>, DecodeError> {
+    let mut names = Vec::new();
+    for _ in 0..columns {
+        let (name, ty) = column_header(&mut input)
+            .map_err(|e| at_row(first_row, DecodeError::new(None, None, e)))?;
+        read_prefix(&ty, &mut input)
+            .and_then(|()| skip(&ty, &mut input, rows as u64))
+            .map_err(|e| at_row(first_row, DecodeError::new(None, Some(name.to_owned()), e)))?;
+        names.push(name.to_owned());
+    }
+    Ok(names)
+}
+
+/// A block with rows, as the first block named its columns.
+struct Block<'n> {
+    names: &'n [String],
+    rows: usize,
+    /// The number its first row has in the body, for errors.
+    first_row: usize,
+}
+
+impl Block<'_> {
+    /// Reads the block's columns, its counts already read, into the table's.
+    fn read(
+        &self,
+        schema: &TableSchema,
+        input: &mut Input<'_>,
+        columns: u64,
+        table: &mut Columns<'_>,
+    ) -> Result<(), DecodeError> {
+        let whole = |e: String| at_row(self.first_row, DecodeError::new(None, None, e));
+        if columns != self.names.len() as u64 {
+            return Err(whole(self.differs(columns)));
+        }
+        for (index, expected) in self.names.iter().enumerate() {
+            let (name, ty) = column_header(input).map_err(whole)?;
+            if name != expected {
+                return Err(whole(self.differs(columns)));
+            }
+            let in_column = |(row, e): (Option<usize>, String)| {
+                let error = DecodeError::new(None, Some(name.to_owned()), e);
+                at_row(self.first_row + row.unwrap_or(0), error)
+            };
+            read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
+            match schema.columns().iter().find(|c| c.name == name) {
+                Some(column) => {
+                    let put = &mut |_: usize, value: Value<'_>| table.push(index, value);
+                    visit(&ty, input, self.rows, column.ty, None, put).map_err(in_column)?;
+                }
+                None => skip(&ty, input, self.rows as u64).map_err(|e| in_column((None, e)))?,
+            }
+        }
+        table.end_block(self.rows);
+        Ok(())
+    }
+
+    fn differs(&self, columns: u64) -> String {
+        format!(
+            "the block's {columns} columns are not the first block's {}",
+            self.names.join(", ")
+        )
+    }
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ const NEEDS_GLOBAL_DICTIONARY: u64 = 1 << 8;
 const HAS_ADDITIONAL_KEYS: u64 = 1 << 9;
 const KNOWN_INDEX_FLAGS: u64 = 0xff | NEEDS_GLOBAL_DICTIONARY | HAS_ADDITIONAL_KEYS | 1 << 10;
 
-/// One value of a column, borrowed from the body or, when it had to be written out as text
-/// (a UUID, an address, a decimal, an Enum's name), owned.
+/// One value, borrowed or, when it had to be written out as text (a UUID, an address, a
+/// decimal, an Enum's name) or kept (a dictionary's key), owned.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell<'a> {
     Value(Value<'a>),
@@ -91,74 +91,87 @@ pub(crate) fn skip(ty: &NativeType, input: &mut Input<'_>, rows: u64) -> Result<
     }
 }
 
-/// Reads `rows` values of `ty` (after its prefix) for a column of the table of type `target`.
-/// The error says which of the rows, counted from 0, is wrong when one value is.
-pub(crate) fn read_cells<'a>(
+/// Where a column's values go, a row at a time: `(row, value)`, the row counted from 0 in the
+/// block. Its error is a value that does not fit the table's column.
+pub(crate) type Put<'p> = dyn FnMut(usize, Value<'_>) -> Result<(), String> + 'p;
+
+/// Reads `rows` values of `ty` (after its prefix) for a column of the table of type `target`,
+/// handing each to `put`. `nulls`, when the column is nullable, marks the rows that are null:
+/// their bytes are placeholders, never read as values. The error says which row, counted from
+/// 0, is wrong when one value is.
+pub(crate) fn visit(
     ty: &NativeType,
-    input: &mut Input<'a>,
+    input: &mut Input<'_>,
     rows: usize,
     target: ColumnType,
-) -> Result<Vec<Cell<'a>>, (Option<usize>, String)> {
+    nulls: Option<&[u8]>,
+    put: &mut Put<'_>,
+) -> Result<(), (Option<usize>, String)> {
     let whole = |message: String| (None, message);
+    let is_null = |row: usize| nulls.is_some_and(|nulls| nulls[row] == 1);
+    let mut each = |row: usize, value: Result<Value<'_>, String>| {
+        let value = if is_null(row) { Ok(Value::Null) } else { value };
+        value
+            .and_then(|value| put(row, value))
+            .map_err(|e| (Some(row), e))
+    };
     match ty {
         NativeType::Scalar(scalar) => {
-            let bytes = take_rows(input, rows as u64, scalar.width()).map_err(whole)?;
-            bytes
-                .chunks_exact(scalar.width())
-                .enumerate()
-                .map(|(row, bytes)| scalar_cell(scalar, bytes, target).map_err(|e| (Some(row), e)))
-                .collect()
+            let width = scalar.width();
+            let bytes = take_rows(input, rows as u64, width).map_err(whole)?;
+            for (row, bytes) in bytes.chunks_exact(width).enumerate() {
+                if is_null(row) {
+                    each(row, Ok(Value::Null))?;
+                    continue;
+                }
+                match scalar_cell(scalar, bytes, target) {
+                    Ok(Cell::Value(value)) => each(row, Ok(value))?,
+                    Ok(Cell::Text(text)) => each(row, Ok(Value::Text(&text)))?,
+                    Err(e) => each(row, Err(e))?,
+                }
+            }
+            Ok(())
         }
-        NativeType::String => (0..rows)
-            .map(|row| {
-                let len = input.leb128().map_err(whole)?;
-                let bytes = input.take(len).map_err(whole)?;
-                let text = std::str::from_utf8(bytes)
-                    .map_err(|e| (Some(row), format!("a string is not valid UTF-8: {e}")))?;
-                Ok(Cell::Value(Value::Text(text)))
-            })
-            .collect(),
+        NativeType::String => (0..rows).try_for_each(|row| {
+            let len = input.leb128().map_err(whole)?;
+            let bytes = input.take(len).map_err(whole)?;
+            each(row, utf8(bytes))
+        }),
         NativeType::FixedString(size) => {
             let bytes = take_rows(input, rows as u64, *size).map_err(whole)?;
             bytes
                 .chunks_exact(*size)
                 .enumerate()
-                .map(|(row, bytes)| {
+                .try_for_each(|(row, bytes)| {
                     let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-                    std::str::from_utf8(&bytes[..end])
-                        .map(|text| Cell::Value(Value::Text(text)))
-                        .map_err(|e| (Some(row), format!("a string is not valid UTF-8: {e}")))
+                    each(row, utf8(&bytes[..end]))
                 })
-                .collect()
         }
         NativeType::Nothing => {
             take_rows(input, rows as u64, 1).map_err(whole)?;
-            Ok(vec![Cell::Value(Value::Null); rows])
+            (0..rows).try_for_each(|row| each(row, Ok(Value::Null)))
         }
         NativeType::Nullable(inner) => {
-            let nulls = take_rows(input, rows as u64, 1).map_err(whole)?;
-            let mut cells = read_cells(inner, input, rows, target)?;
-            for (row, (flag, cell)) in nulls.iter().zip(&mut cells).enumerate() {
-                match flag {
-                    0 => {}
-                    1 => *cell = Cell::Value(Value::Null),
-                    other => {
-                        return Err((
-                            Some(row),
-                            format!("a null flag must be 0 or 1, not {other}"),
-                        ));
-                    }
-                }
+            let flags = take_rows(input, rows as u64, 1).map_err(whole)?;
+            if let Some(row) = flags.iter().position(|flag| *flag > 1) {
+                let message = format!("a null flag must be 0 or 1, not {}", flags[row]);
+                return Err((Some(row), message));
             }
-            Ok(cells)
+            visit(inner, input, rows, target, Some(flags), put)
         }
-        NativeType::LowCardinality(inner) => read_low_cardinality(inner, input, rows, target),
+        NativeType::LowCardinality(inner) => visit_low_cardinality(inner, input, rows, target, put),
         NativeType::Array(_) | NativeType::Map(..) | NativeType::Tuple(_) => Err(whole(format!(
             "{} values do not fit the table's {} column: sluice's columns hold single values",
             kind(ty),
             target.name()
         ))),
     }
+}
+
+fn utf8(bytes: &[u8]) -> Result<Value<'_>, String> {
+    std::str::from_utf8(bytes)
+        .map(Value::Text)
+        .map_err(|e| format!("a string is not valid UTF-8: {e}"))
 }
 
 fn kind(ty: &NativeType) -> &'static str {
@@ -178,40 +191,66 @@ fn dictionary_type(inner: &NativeType) -> &NativeType {
     }
 }
 
-fn read_low_cardinality<'a>(
+fn visit_low_cardinality(
     inner: &NativeType,
-    input: &mut Input<'a>,
+    input: &mut Input<'_>,
     rows: usize,
     target: ColumnType,
-) -> Result<Vec<Cell<'a>>, (Option<usize>, String)> {
+    put: &mut Put<'_>,
+) -> Result<(), (Option<usize>, String)> {
     let whole = |message: String| (None, message);
     let nullable = matches!(inner, NativeType::Nullable(_));
-    let mut cells = Vec::with_capacity(rows.min(input.remaining()));
-    while cells.len() < rows {
+    let mut done = 0;
+    while done < rows {
         let (width, key_count) = granule_header(input).map_err(whole)?;
         let key_count =
             usize::try_from(key_count).map_err(|_| whole("too many keys".to_owned()))?;
-        let keys = read_cells(dictionary_type(inner), input, key_count, target)
-            .map_err(|(_, e)| whole(format!("a LowCardinality key: {e}")))?;
-        let indexes = granule_indexes(input, width, (rows - cells.len()) as u64).map_err(whole)?;
+        let mut keys = Vec::with_capacity(key_count.min(input.remaining()));
+        visit(
+            dictionary_type(inner),
+            input,
+            key_count,
+            target,
+            None,
+            &mut |_, key| {
+                keys.push(owned(key));
+                Ok(())
+            },
+        )
+        .map_err(|(_, e)| whole(format!("a LowCardinality key: {e}")))?;
+        let indexes = granule_indexes(input, width, (rows - done) as u64).map_err(whole)?;
         for bytes in indexes.chunks_exact(width) {
             let mut index = [0; 8];
             index[..width].copy_from_slice(bytes);
             let index = u64::from_le_bytes(index);
-            let cell = match keys.get(index as usize) {
-                _ if nullable && index == 0 => Cell::Value(Value::Null),
-                Some(key) => key.clone(),
+            let value = match keys.get(index as usize) {
+                _ if nullable && index == 0 => Value::Null,
+                Some(key) => key.value(),
                 None => {
-                    return Err((
-                        Some(cells.len()),
-                        format!("index {index} is past the {key_count} LowCardinality keys"),
-                    ));
+                    let message =
+                        format!("index {index} is past the {key_count} LowCardinality keys");
+                    return Err((Some(done), message));
                 }
             };
-            cells.push(cell);
+            put(done, value).map_err(|e| (Some(done), e))?;
+            done += 1;
         }
     }
-    Ok(cells)
+    Ok(())
+}
+
+/// A value kept beyond the bytes it was read from.
+fn owned(value: Value<'_>) -> Cell<'static> {
+    match value {
+        Value::Text(text) => Cell::Text(text.to_owned()),
+        Value::Null => Cell::Value(Value::Null),
+        Value::Bool(b) => Cell::Value(Value::Bool(b)),
+        Value::Int(n) => Cell::Value(Value::Int(n)),
+        Value::UInt(n) => Cell::Value(Value::UInt(n)),
+        Value::Float(f) => Cell::Value(Value::Float(f)),
+        Value::Days(d) => Cell::Value(Value::Days(d)),
+        Value::Micros(m) => Cell::Value(Value::Micros(m)),
+    }
 }
 
 /// Walks the granules of a `LowCardinality` column holding `rows` rows, each with its keys

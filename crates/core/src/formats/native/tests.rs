@@ -242,17 +242,17 @@ fn unknown_columns_of_any_shape_are_skipped_when_asked() {
 
 #[test]
 fn bad_blocks_are_refused_naming_the_row_and_the_column() {
-    let body = [
-        first_block(),
+    let two = |flag: u8| {
+        let msg = [vec![flag], strings(&["x"])].concat();
         block(
             1,
             &[
                 ("id", "UInt64", vec![0; 8]),
-                ("msg", "Nullable(String)", vec![2, 0]),
+                ("msg", "Nullable(String)", msg),
             ],
-        ),
-    ]
-    .concat();
+        )
+    };
+    let body = [two(0), two(1), two(2)].concat();
     let error = decode_body(&body, false).unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -286,7 +286,7 @@ fn bad_blocks_are_refused_naming_the_row_and_the_column() {
         .unwrap_err()
         .to_string();
     assert!(
-        error.starts_with("row 3: the block names columns msg where the first"),
+        error.starts_with("row 3: the block's 1 columns are not the first block's id, msg,"),
         "{error}"
     );
 
@@ -296,6 +296,24 @@ fn bad_blocks_are_refused_naming_the_row_and_the_column() {
         error.contains("'id'") && error.contains("required"),
         "{error}"
     );
+}
+
+#[test]
+fn the_placeholder_of_a_null_is_never_read_as_a_value() {
+    let placeholders = [
+        ("id", "Int64", 1_i64.to_le_bytes().to_vec()),
+        ("msg", "Nullable(Enum8('a' = 1))", vec![1, 0]),
+        (
+            "at",
+            "Nullable(DateTime64(3))",
+            [&[1][..], &i64::MAX.to_le_bytes()].concat(),
+        ),
+        ("day", "Nullable(String)", vec![1, 2, 0xff, 0xfe]),
+    ];
+    let batch = decode_body(&block(1, &placeholders), false).unwrap();
+    for column in [1, 2, 4] {
+        assert!(batch.column(column).is_null(0), "column {column}");
+    }
 }
 
 #[test]

@@ -20,7 +20,7 @@ use super::packets::{
     self, ClientPacket, Hello, PacketError, Query, Reader, read_client_packet, skip_block_info,
 };
 use crate::AppState;
-use crate::clickhouse::compressed::{block_len, decompress_blocks};
+use crate::clickhouse::compressed::{BlockError, block_len, decompress_blocks};
 use crate::clickhouse::handler::{data_start, insert_settings, query_error};
 use crate::clickhouse::handshake::{DATABASE, Read, answer, parse_read};
 use crate::clickhouse::output::OutputFormat;
@@ -83,12 +83,6 @@ enum Packet {
     Data,
     Cancel,
     Ping,
-}
-
-/// A block as received: its bytes without block info, and its row and column counts.
-struct Block {
-    bytes: Vec<u8>,
-    rows: u64,
 }
 
 struct Connection<S> {
@@ -216,43 +210,60 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
-    /// Reads more bytes into the buffer, up to the body limit.
+    /// Reads more bytes into the buffer, up to the body limit. The room it makes doubles with
+    /// what is buffered, so a large block is measured a few times, not once per read.
     async fn fill(&mut self, within: Duration) -> Result<(), End> {
         if self.received.len() > self.state.limits.max_body_bytes {
             return Err(End::Refused(too_large(self.state.limits.max_body_bytes)));
         }
-        self.received.reserve(64 * 1024);
+        self.received.reserve(self.received.len().max(64 * 1024));
         match tokio::time::timeout(within, self.stream.read_buf(&mut self.received)).await {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => Err(End::Quietly),
             Ok(Ok(_)) => Ok(()),
         }
     }
 
-    /// Reads a data packet's block, its header already read.
-    async fn read_block(&mut self, compressed: bool) -> Result<Block, End> {
+    /// Reads a data packet's block, its header already read, and appends it to `body`
+    /// without its block info: its row count.
+    async fn read_block(&mut self, compressed: bool, body: &mut Vec<u8>) -> Result<u64, End> {
         if compressed {
-            return self.read_compressed_block().await;
+            return self.read_compressed_block(body).await;
         }
-        let stall = self.timeouts.stall;
-        let (bytes, rows) = self
-            .parse(stall, |reader| {
-                skip_block_info(reader)?;
-                match native_block_len(reader.rest()) {
-                    Ok(Some((len, rows))) => {
-                        let bytes = reader.rest()[..len].to_vec();
-                        reader.skip(len)?;
-                        Ok((bytes, rows))
-                    }
-                    Ok(None) => Err(PacketError::Incomplete),
-                    Err(message) => Err(PacketError::Bad(message)),
+        loop {
+            let mut reader = Reader::new(&self.received);
+            let measured = skip_block_info(&mut reader).map(|()| {
+                let start = reader.pos();
+                native_block_len(reader.rest()).map(|len| len.map(|(len, rows)| (start, len, rows)))
+            });
+            match measured {
+                Ok(Ok(Some((start, len, rows)))) => {
+                    self.check_room(body.len() + len)?;
+                    body.extend_from_slice(&self.received[start..start + len]);
+                    self.received.advance(start + len);
+                    return Ok(rows);
                 }
-            })
-            .await?;
-        Ok(Block { bytes, rows })
+                Ok(Ok(None)) | Err(PacketError::Incomplete) => {
+                    self.check_room(body.len() + self.received.len())?;
+                    self.fill(self.timeouts.stall).await?;
+                }
+                Ok(Err(message)) | Err(PacketError::Bad(message)) => {
+                    return Err(protocol_error(&message));
+                }
+            }
+        }
+    }
+
+    /// Refuses an insert whose blocks would take more than the body limit.
+    fn check_room(&self, bytes: usize) -> Result<(), End> {
+        let limit = self.state.limits.max_body_bytes;
+        if bytes > limit {
+            return Err(End::Refused(too_large(limit)));
+        }
+        Ok(())
     }
 
     /// A block in ClickHouse's compressed blocks: as many as it takes to hold all of it.
-    async fn read_compressed_block(&mut self) -> Result<Block, End> {
+    async fn read_compressed_block(&mut self, body: &mut Vec<u8>) -> Result<u64, End> {
         let limit = self.state.limits.max_body_bytes;
         let mut raw = Vec::new();
         loop {
@@ -263,9 +274,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                     Err(error) => return Err(protocol_error(&error.to_string())),
                 }
             };
-            let room = limit.saturating_sub(raw.len());
-            let decompressed = decompress_blocks(&self.received[..len], room)
-                .map_err(|error| protocol_error(&error.to_string()))?;
+            let room = limit.saturating_sub(body.len() + raw.len());
+            let decompressed =
+                decompress_blocks(&self.received[..len], room).map_err(|error| match error {
+                    BlockError::TooLarge { .. } => End::Refused(too_large(limit)),
+                    error => protocol_error(&error.to_string()),
+                })?;
             self.received.advance(len);
             raw.extend_from_slice(&decompressed);
             let mut reader = Reader::new(&raw);
@@ -273,10 +287,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             let start = reader.pos();
             match info.map(|()| native_block_len(&raw[start..])) {
                 Ok(Ok(Some((len, rows)))) if start + len == raw.len() => {
-                    return Ok(Block {
-                        bytes: raw[start..].to_vec(),
-                        rows,
-                    });
+                    body.extend_from_slice(&raw[start..]);
+                    return Ok(rows);
                 }
                 Ok(Ok(Some(_))) => {
                     return Err(protocol_error(
@@ -297,7 +309,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         loop {
             match self.read_packet(self.timeouts.stall).await? {
                 Packet::Data => {
-                    if self.read_block(query.compression).await?.rows == 0 {
+                    let mut ignored = Vec::new();
+                    if self.read_block(query.compression, &mut ignored).await? == 0 {
                         break;
                     }
                 }
@@ -336,7 +349,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 .pipeline
                 .layout(&insert.table)
                 .ok_or_else(|| unknown_table(&insert.table))?;
-            let sample = sample_block(&layout, insert.columns.as_deref(), hello.revision)?;
+            let sample = sample_block(&layout, insert.columns.as_deref(), hello)?;
             let compression = query.compression;
             self.send(|out| packets::write_data(out, &sample, compression))
                 .await
@@ -390,11 +403,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Packet::Cancel => return Ok(None),
                 _ => return Err(protocol_error("expected the insert's data blocks").into()),
             }
-            let block = self.read_block(compression).await?;
-            if block.rows == 0 {
+            let block_rows = self.read_block(compression, &mut body).await?;
+            if block_rows == 0 {
                 return Ok(Some(body));
             }
-            rows += block.rows;
+            rows += block_rows;
             if rows > limits.max_rows_per_insert as u64 {
                 return Err(End::Refused(ApiError::new(
                     Kind::TooLarge,
@@ -405,10 +418,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 ))
                 .into());
             }
-            if body.len() + block.bytes.len() > limits.max_body_bytes {
-                return Err(End::Refused(too_large(limits.max_body_bytes)).into());
-            }
-            body.extend_from_slice(&block.bytes);
         }
     }
 
@@ -501,7 +510,7 @@ fn unknown_table(table: &str) -> ApiError {
 fn sample_block(
     layout: &TableLayout,
     listed: Option<&[String]>,
-    revision: u64,
+    hello: &Hello,
 ) -> Result<Vec<u8>, ApiError> {
     let columns: Vec<_> = match listed {
         None => layout.columns.iter().collect(),
@@ -524,7 +533,7 @@ fn sample_block(
     let mut out = Vec::new();
     packets::write_block_header(&mut out, columns.len(), 0);
     for column in columns {
-        let ty = type_for_client(column.ty, revision);
+        let ty = type_for_client(column.ty, hello);
         packets::string(&mut out, &column.name);
         if column.nullable {
             packets::string(&mut out, &format!("Nullable({ty})"));
@@ -535,16 +544,18 @@ fn sample_block(
     Ok(out)
 }
 
-/// The type a column is announced in to a client at protocol `revision`: its ClickHouse type,
-/// or `String` for a type a client that old may not know, whose text sluice then reads as the
-/// column's type. `DateTime64`, `Date32` and `Bool` all came by 21.12, at revision 54452.
-fn type_for_client(ty: ColumnType, revision: u64) -> &'static str {
-    const WITH_NEWER_TYPES: u64 = 54452;
+/// The type a column is announced in: its ClickHouse type, or `String` for a type an old
+/// client may not know, whose text sluice then reads as the column's type. `DateTime64`,
+/// `Date32` and `Bool` all came by ClickHouse 21.12, at revision 54452; a client older by both
+/// its version and its revision (Debian's 18.16) gets `String` for them.
+fn type_for_client(ty: ColumnType, hello: &Hello) -> &'static str {
+    const WITH_NEWER_TYPES: (u64, (u64, u64)) = (54452, (21, 12));
+    let old = hello.revision < WITH_NEWER_TYPES.0 && hello.version < WITH_NEWER_TYPES.1;
     let newer = matches!(
         ty,
         ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool
     );
-    if newer && revision < WITH_NEWER_TYPES {
+    if newer && old {
         "String"
     } else {
         ty.clickhouse_name()
