@@ -109,16 +109,31 @@ pub async fn run(
     config: &ClickHouseLabConfig,
     mut on_line: impl FnMut(&str),
 ) -> Result<ClickHouseReport, String> {
-    let direct_server = ClickHouse::start()?;
-    let version = direct_server
-        .query("SELECT version()")
-        .await?
-        .trim()
-        .to_owned();
-    direct_server.query(TABLE_DDL).await?;
+    let (version, direct, load) = run_direct(config).await?;
+    on_line(&line(&direct));
+    let through = run_through_sluice(config, load).await?;
+    on_line(&line(&through));
+    Ok(ClickHouseReport {
+        inserts: config.inserts,
+        clients: config.clients,
+        max_age_s: config.max_age.as_secs_f64(),
+        protocol: config.protocol,
+        rate: config.rate,
+        clickhouse_version: version,
+        direct,
+        sluice: through,
+    })
+}
+
+/// The inserts straight into a fresh ClickHouse: its version, its figures, and the load, for
+/// the other side to send the same.
+async fn run_direct(config: &ClickHouseLabConfig) -> Result<(String, Side, LoadConfig), String> {
+    let server = ClickHouse::start()?;
+    let version = server.query("SELECT version()").await?.trim().to_owned();
+    server.query(TABLE_DDL).await?;
     let (addr, endpoint) = match config.protocol {
-        Protocol::Http => (direct_server.addr, Endpoint::ClickHouseServer),
-        Protocol::Native => (direct_server.tcp_addr(), Endpoint::ClickHouseTcp),
+        Protocol::Http => (server.addr, Endpoint::ClickHouseServer),
+        Protocol::Native => (server.tcp_addr(), Endpoint::ClickHouseTcp),
     };
     let load = LoadConfig {
         addr,
@@ -136,12 +151,16 @@ pub async fn run(
     let report = load::run(load.clone(), Arc::new(Progress::default()), false)
         .await
         .map_err(|e| e.to_string())?;
-    let direct = measure("direct", &direct_server, &report).await?;
-    on_line(&line(&direct));
-    drop(direct_server);
+    Ok((version, measure("direct", &server, &report).await?, load))
+}
 
-    let sluice_server = ClickHouse::start()?;
-    sluice_server.query(TABLE_DDL).await?;
+/// The same inserts through sluice, which lands them in another fresh ClickHouse.
+async fn run_through_sluice(
+    config: &ClickHouseLabConfig,
+    load: LoadConfig,
+) -> Result<Side, String> {
+    let server = ClickHouse::start()?;
+    server.query(TABLE_DDL).await?;
     std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
     let toml = config.data_dir.join("sluice.toml");
     let text = format!(
@@ -149,7 +168,7 @@ pub async fn run(
          [sinks.ch]\ntype = \"clickhouse\"\nurl = {:?}\n\n\
          [tables.load]\nsink = \"ch\"\ncolumns = {COLUMNS_TOML}\n",
         config.max_age.as_millis(),
-        sluice_server.url
+        server.url
     );
     std::fs::write(&toml, text).map_err(|e| e.to_string())?;
     let mut sluice =
@@ -180,19 +199,7 @@ pub async fn run(
     if !status.success() {
         return Err(format!("sluice exited with {status}"));
     }
-    let through = measure("sluice", &sluice_server, &report).await?;
-    on_line(&line(&through));
-
-    Ok(ClickHouseReport {
-        inserts: config.inserts,
-        clients: config.clients,
-        max_age_s: config.max_age.as_secs_f64(),
-        protocol: config.protocol,
-        rate: config.rate,
-        clickhouse_version: version,
-        direct,
-        sluice: through,
-    })
+    measure("sluice", &server, &report).await
 }
 
 /// Waits for merges to finish, then reads the side's figures.

@@ -450,7 +450,8 @@ fn write_native_value(cell: Cell, ty: &str, out: &mut Vec<u8>) -> Result<(), Str
     Ok(())
 }
 
-fn leb128(out: &mut Vec<u8>, mut n: u64) {
+/// A LEB128 number, as ClickHouse's binary formats write lengths and counts.
+pub(crate) fn leb128(out: &mut Vec<u8>, mut n: u64) {
     loop {
         let byte = (n & 0x7f) as u8;
         n >>= 7;

@@ -287,16 +287,8 @@ fn data_packet(out: &mut Vec<u8>, block: &[u8]) {
     out.extend_from_slice(block);
 }
 
-fn varuint(out: &mut Vec<u8>, mut value: u64) {
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+fn varuint(out: &mut Vec<u8>, value: u64) {
+    crate::events::leb128(out, value);
 }
 
 fn string(out: &mut Vec<u8>, text: &str) {

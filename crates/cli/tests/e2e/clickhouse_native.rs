@@ -7,7 +7,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{Server, python, stop_and_read};
+use std::io::{BufRead, BufReader};
+use std::time::Instant;
+
+use crate::common::{Server, python, read_landed, stop_and_read};
 
 const CONFIG: &str = r#"
 [flush]
@@ -248,4 +251,65 @@ print(json.dumps(out))
     assert_eq!(out["wrong"], 516, "{out}");
     // The HTTP door speaks HTTPS here too: the rows are read after a stop, which lands them.
     assert_eq!(landed(server), [row(1, None, None, true)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_idle_connections_and_answers_the_insert_in_flight() {
+    let mut server = Server::start(CONFIG);
+    let port = native_port(&server);
+    // A pooled client's connection, open and idle between queries.
+    let idle_client = r#"
+import sys, time
+from clickhouse_driver import Client
+client = Client("127.0.0.1", port=int(sys.argv[1]))
+client.execute("SELECT 1")
+print("connected", flush=True)
+time.sleep(60)
+"#;
+    let mut idle = Command::new(python())
+        .args(["-c", idle_client, &port])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(idle.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "connected");
+    // An insert whose first block has arrived and whose last is still to come.
+    let mut client = Command::new("clickhouse-client")
+        .args(["--host", "127.0.0.1", "--port", &port])
+        .args(["--max_insert_block_size", "2"])
+        .args(["--query", "INSERT INTO t FORMAT CSV"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    stdin.write_all(b"1,a,\\N,1\n2,b,\\N,1\n").unwrap();
+    stdin.flush().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.sigterm();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stdin.write_all(b"3,c,\\N,1\n").unwrap();
+    drop(stdin);
+    let answered = client.wait_with_output().unwrap();
+    assert!(
+        answered.status.success(),
+        "the insert in flight is answered: {}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
+    let stopping = Instant::now();
+    assert!(server.wait(Duration::from_secs(10)).success());
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "the idle connection does not hold the shutdown up"
+    );
+    idle.kill().unwrap();
+    let _ = idle.wait();
+    let ids: Vec<_> = read_landed(&server.data_dir, "t")
+        .into_iter()
+        .map(|row| row[0].clone().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "2", "3"]);
 }

@@ -178,7 +178,8 @@ fn utf8(bytes: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(bytes).map_err(|e| format!("a string is not valid UTF-8: {e}"))
 }
 
-fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String> {
+/// Ticks of 10^-`precision` seconds as microseconds, rounded down below a microsecond.
+pub(crate) fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String> {
     let micros = if precision <= 6 {
         ticks.checked_mul(10_i64.pow(6 - precision))
     } else {

@@ -226,11 +226,16 @@ pub fn parts(data_dir: &Path, table: &str) -> Vec<PathBuf> {
 /// Stops `server` and returns every row of `table` in its lake, each cell as Arrow displays it
 /// (`None` for null), sorted by the first column, a whole number.
 pub fn stop_and_read(mut server: Server, table: &str) -> Vec<Vec<Option<String>>> {
-    use arrow::array::Array;
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
+    read_landed(&server.data_dir, table)
+}
+
+/// Every row of `table` in the lake under `data_dir`, as [`stop_and_read`] gives them.
+pub fn read_landed(data_dir: &Path, table: &str) -> Vec<Vec<Option<String>>> {
+    use arrow::array::Array;
     let mut rows = Vec::new();
-    for part in parts(&server.data_dir, table) {
+    for part in parts(data_dir, table) {
         let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap())
             .unwrap()
             .build()

@@ -38,14 +38,7 @@ pub fn native_block_len(bytes: &[u8]) -> Result<Option<(usize, u64)>, String> {
 
 fn skip_block(input: &mut Input<'_>) -> Result<u64, String> {
     let (columns, rows) = (input.leb128()?, input.leb128()?);
-    for _ in 0..columns {
-        let (name, ty) = column_header(input)?;
-        if rows > 0 {
-            read_prefix(&ty, input)
-                .and_then(|()| skip(&ty, input, rows))
-                .map_err(|e| format!("column '{name}': {e}"))?;
-        }
-    }
+    skip_columns(input, columns, rows)?;
     Ok(rows)
 }
 

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::types::{NativeType, Scalar};
 use crate::formats::columns::Value;
-use crate::formats::wire::Input;
+use crate::formats::wire::{Input, ticks_to_micros};
 use crate::schema::ColumnType;
 
 /// `LowCardinality`'s only key layout: each granule carries the keys it adds.
@@ -420,17 +420,6 @@ fn int256<'a>(scalar: &Scalar, bytes: &[u8]) -> Result<Cell<'a>, String> {
     } else {
         wide_uint(u128::from_le_bytes(fixed(low)))
     })
-}
-
-fn ticks_to_micros(ticks: i64, precision: u32) -> Result<Value<'static>, String> {
-    let micros = if precision <= 6 {
-        ticks.checked_mul(10_i64.pow(6 - precision))
-    } else {
-        Some(ticks.div_euclid(10_i64.pow(precision - 6)))
-    };
-    micros
-        .map(Value::Micros)
-        .ok_or_else(|| format!("{ticks} is too far from 1970 for a timestamp"))
 }
 
 /// A UUID in its canonical text: the high half is sent first, each half little-endian.

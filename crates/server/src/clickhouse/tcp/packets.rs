@@ -441,16 +441,8 @@ pub(crate) fn write_block_header(out: &mut Vec<u8>, columns: usize, rows: usize)
     varuint(out, rows as u64);
 }
 
-pub(crate) fn varuint(out: &mut Vec<u8>, mut value: u64) {
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+pub(crate) fn varuint(out: &mut Vec<u8>, value: u64) {
+    crate::clickhouse::output::leb128(value, out);
 }
 
 pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
