@@ -16,9 +16,9 @@ use sluice_core::{
     TableName, ThrottleConfig,
 };
 use sluice_pipeline::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_PARTITIONS_PER_INSERT,
-    DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
-    RecoveryMode, WalConfig,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_KEY_WINDOW, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_KEYS,
+    DEFAULT_MAX_PARTITIONS_PER_INSERT, DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES,
+    DEFAULT_SHUTDOWN_TIMEOUT, KeyWindow, PipelineConfig, RecoveryMode, WalConfig,
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{
@@ -98,6 +98,11 @@ pub struct FileConfig {
     /// How long shutdown retries failing flushes.
     #[serde(default, with = "duration_text")]
     pub shutdown_timeout: Option<Duration>,
+    /// How long each table remembers an insert key.
+    #[serde(default, with = "duration_text")]
+    pub insert_key_window: Option<Duration>,
+    /// The most insert keys each table remembers.
+    pub max_insert_keys: Option<usize>,
     /// The default flush policy.
     #[serde(default)]
     pub flush: FlushPolicyConfig,
@@ -443,8 +448,20 @@ impl FileConfig {
             default_throttle: self.throttle.validate().map_err(|e| e.within("throttle"))?,
             ack_timeout: self.ack_timeout.unwrap_or(DEFAULT_ACK_TIMEOUT),
             shutdown_timeout: self.shutdown_timeout.unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT),
+            keys: KeyWindow {
+                window: self.insert_key_window.unwrap_or(DEFAULT_KEY_WINDOW),
+                max_keys: self.max_insert_keys.unwrap_or(DEFAULT_MAX_KEYS),
+            },
             ..PipelineConfig::default()
         };
+        if pipeline.keys.window.is_zero() || pipeline.keys.max_keys == 0 {
+            let field = if pipeline.keys.window.is_zero() {
+                "insert_key_window"
+            } else {
+                "max_insert_keys"
+            };
+            return Err(ConfigError::new(field, "must be greater than zero").into());
+        }
         if pipeline.max_tables == 0 {
             return Err(ConfigError::new(
                 "max_tables",

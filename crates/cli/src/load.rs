@@ -48,6 +48,9 @@ pub struct LoadArgs {
     /// The first row id (ids are unique and consecutive from here).
     #[arg(long, default_value_t = 0)]
     id_offset: u64,
+    /// Give each insert a key (its first row's id), so a resend would land once.
+    #[arg(long)]
+    keyed: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -96,6 +99,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode> {
         seed: args.seed,
         id_offset: args.id_offset,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: args.keyed,
     };
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(stop);

@@ -95,6 +95,7 @@ pub async fn run(
             seed: 11,
             id_offset: 0,
             format: crate::events::RowFormat::JsonEachRow,
+            keyed: false,
         };
         let report = load::run(load, Arc::new(Progress::default()), false)
             .await

@@ -147,6 +147,7 @@ async fn run_direct(config: &ClickHouseLabConfig) -> Result<(String, Side, LoadC
         seed: 7,
         id_offset: 0,
         format: crate::events::RowFormat::JsonEachRow,
+        keyed: false,
     };
     let report = load::run(load.clone(), Arc::new(Progress::default()), false)
         .await

@@ -112,6 +112,7 @@ pub async fn run(
             seed: config.seed.wrapping_add(cycle as u64),
             id_offset: cycle as u64 * 1_000_000_000,
             format: crate::events::RowFormat::JsonEachRow,
+            keyed: false,
         };
         let task = tokio::spawn(load::run(load, progress.clone(), true));
         let min = config.min_run.as_millis() as u64;

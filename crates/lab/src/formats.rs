@@ -195,6 +195,7 @@ fn load_config(
         seed: 11,
         id_offset,
         format,
+        keyed: false,
     })
 }
 

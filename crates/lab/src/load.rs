@@ -77,6 +77,9 @@ pub struct LoadConfig {
     pub id_offset: u64,
     /// The format of the rows on the ClickHouse endpoint; the others take `JSONEachRow` only.
     pub format: RowFormat,
+    /// Whether each insert carries a key (its first row's id), on the native API
+    /// (`insert_id=`) or the ClickHouse doors (`insert_deduplication_token`).
+    pub keyed: bool,
 }
 
 /// Latency figures, in milliseconds.
@@ -250,10 +253,13 @@ async fn produce(
             body.clear();
             write_insert(format, &batch, &mut body);
             let payload = Bytes::copy_from_slice(&body);
+            let keyed = config
+                .keyed
+                .then(|| keyed_path(config, &path, config.id_offset + first));
             deliver(
                 config,
                 &mut conn,
-                &path,
+                keyed.as_deref().unwrap_or(&path),
                 payload,
                 rows,
                 progress,
@@ -352,6 +358,14 @@ async fn deliver(
     }
 }
 
+/// `path` with the insert's key, `key`, in the parameter its endpoint reads keys from.
+fn keyed_path(config: &LoadConfig, path: &str, key: u64) -> String {
+    match config.endpoint {
+        Endpoint::Native => format!("{path}&insert_id={key}"),
+        _ => format!("{path}&insert_deduplication_token={key}"),
+    }
+}
+
 /// [`deliver`] over ClickHouse's native protocol, on the producer's connection.
 async fn deliver_native(
     config: &LoadConfig,
@@ -361,18 +375,22 @@ async fn deliver_native(
     result: &mut ProducerResult,
 ) -> bool {
     const MEMORY_LIMIT_EXCEEDED: i32 = 241;
-    let settings: &[(&str, &str)] = match config.ack.as_str() {
-        "async" => &[("async_insert", "1"), ("wait_for_async_insert", "0")],
-        "durable" => &[("sluice_ack", "durable")],
-        _ => &[],
+    let mut settings: Vec<(&str, &str)> = match config.ack.as_str() {
+        "async" => vec![("async_insert", "1"), ("wait_for_async_insert", "0")],
+        "durable" => vec![("sluice_ack", "durable")],
+        _ => Vec::new(),
     };
+    let key = events.first().map(|(id, _)| id.to_string());
+    if let Some(key) = key.as_deref().filter(|_| config.keyed) {
+        settings.push(("insert_deduplication_token", key));
+    }
     let sent_at = Instant::now();
     loop {
         if client.is_none() {
             *client = NativeClient::connect(config.addr).await.ok();
         }
         let outcome = match client.as_mut() {
-            Some(connection) => connection.insert(&config.table, settings, events).await,
+            Some(connection) => connection.insert(&config.table, &settings, events).await,
             None => Err(NativeError::Connection("cannot connect".to_owned())),
         };
         let failure = match outcome {

@@ -207,6 +207,7 @@ fn load_config(config: &OverloadConfig, addr: std::net::SocketAddr) -> LoadConfi
         seed: 11,
         id_offset: 0,
         format: crate::events::RowFormat::JsonEachRow,
+        keyed: false,
     }
 }
 

@@ -62,6 +62,8 @@ pub struct PipelineConfig {
     /// Where batches a store refuses for good are kept as NDJSON (`DATA_DIR/_dead`). `None`
     /// drops them, counted in `sluice_rows_dropped_total`.
     pub dead_letters: Option<std::path::PathBuf>,
+    /// How long and how many insert keys each table remembers.
+    pub keys: crate::keys::KeyWindow,
 }
 
 impl Default for PipelineConfig {
@@ -78,6 +80,7 @@ impl Default for PipelineConfig {
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             backoff: Backoff::default(),
             wal: None,
+            keys: crate::keys::KeyWindow::default(),
             dead_letters: None,
         }
     }

@@ -119,6 +119,20 @@ pub enum InsertError {
     /// The pipeline stopped before the rows were committed.
     #[error("the rows were not committed: {0}")]
     NotCommitted(String),
+    /// The insert key is not one sluice takes.
+    #[error("{0}")]
+    BadKey(String),
+    /// The insert key was used, within the window, for other rows.
+    #[error(
+        "insert key '{key}' was used for other rows within the last {window_s} s: a resend \
+         must carry the same rows; use a new key for new rows"
+    )]
+    KeyConflict {
+        /// The key.
+        key: String,
+        /// The window, in seconds.
+        window_s: u64,
+    },
     /// The store did not answer when asked to create a new table: nothing was taken, and the
     /// same insert may be sent again later.
     #[error("cannot create table '{table}' now, its store does not answer: {reason}")]

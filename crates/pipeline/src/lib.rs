@@ -8,6 +8,7 @@
 //!   with backoff and answers waiters; opening a table whose store was down at start.
 //! - `memory.rs`: the byte budget shared by all buffers.
 //! - `ack.rs`: acknowledgement modes and the waiter a `committed` insert parks on.
+//! - `keys.rs`: insert keys, so a resend of an insert lands once.
 //! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).
 //! - `dead.rs`: batches a store refused for good, kept as NDJSON.
 //! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
@@ -24,6 +25,7 @@ mod clock;
 mod config;
 mod dead;
 mod error;
+mod keys;
 mod memory;
 mod pipeline;
 mod record;
@@ -36,6 +38,10 @@ pub use config::{
     DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, PipelineConfig,
 };
 pub use error::{InsertError, PartitionLimit, StartError};
+pub use keys::{
+    DEFAULT_KEY_WINDOW, DEFAULT_MAX_KEYS, KEY_OVERHEAD, KeyStatus, KeyWindow, MAX_KEY_LEN,
+    check_key,
+};
 pub use memory::{INSERT_OVERHEAD, MemoryBudget, Reservation};
 pub use pipeline::{
     Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,

@@ -74,6 +74,12 @@ pub mod names {
     pub const COMPACTION_SECONDS: &str = "sluice_compaction_duration_seconds";
     /// Counter: inserts refused, by reason. Label `reason`.
     pub const REJECTED: &str = "sluice_rejected_inserts_total";
+    /// Counter: resends answered from an earlier insert with the same key. Label `table`.
+    pub const DUPLICATES: &str = "sluice_insert_duplicates_total";
+    /// Gauge: insert keys a table remembers. Label `table`.
+    pub const KEYS_HELD: &str = "sluice_insert_keys";
+    /// Gauge: bytes those keys take, text and bookkeeping. Label `table`.
+    pub const KEYS_BYTES: &str = "sluice_insert_keys_bytes";
     /// Counter: frames written to the write-ahead log.
     pub const WAL_FRAMES: &str = "sluice_wal_frames_total";
     /// Counter: bytes written to the write-ahead log.

@@ -1,4 +1,5 @@
-//! The native API: `POST /v1/tables/{table}/rows`, `GET /v1/tables`, `GET /health`.
+//! The native API: `POST /v1/tables/{table}/rows`, `GET /v1/tables/{table}/inserts/{key}`,
+//! `GET /v1/tables`, `GET /health`.
 
 use axum::Json;
 use axum::body::Body;
@@ -8,24 +9,26 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_core::{DecodeOptions, JsonDialect};
-use sluice_pipeline::{AckMode, Admission, Insert, TableInfo};
+use sluice_pipeline::{AckMode, Admission, Insert, KeyStatus, TableInfo};
 
 use crate::AppState;
 use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
 
-/// `POST /v1/tables/{table}/rows?ack=async|durable|committed` with an NDJSON body.
+/// `POST /v1/tables/{table}/rows?ack=async|durable|committed[&insert_id=KEY]` with an NDJSON
+/// body; the key may come as the `Idempotency-Key` header instead.
 pub(crate) async fn insert_rows(
     State(state): State<AppState>,
     table: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Path(table) =
         table.map_err(|e| ApiError::new(Kind::BadTableName, format!("bad table name: {e}")))?;
     state.access.check(&table, &headers, &[])?;
-    let ack = ack_param(query.as_deref())?;
+    let params = insert_params(query.as_deref())?;
+    let key = insert_key(&headers, params.key.as_deref())?;
     let body = read_body(&headers, body, &state.limits).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(
@@ -40,42 +43,125 @@ pub(crate) async fn insert_rows(
             table: &table,
             body: &body,
             options: DecodeOptions::default(),
-            ack,
+            ack: params.ack,
             admission: Admission::Refuse,
             max_partitions: None,
             max_rows: None,
+            key: key.as_deref(),
         })
         .await?;
-    Ok(Json(json!({
+    let mut answer = json!({
         "table": inserted.table.as_str(),
         "rows": inserted.rows,
         "ack": inserted.ack.as_str(),
-    })))
+    });
+    if inserted.duplicate {
+        answer["duplicate"] = Value::Bool(true);
+    }
+    Ok(duplicate_header(inserted.duplicate, Json(answer)))
 }
 
-/// Reads `ack=` and refuses any other parameter, so a typo never changes a promise silently.
-fn ack_param(query: Option<&str>) -> Result<AckMode, ApiError> {
-    let mut ack = AckMode::default();
+/// `X-Sluice-Duplicate: 1` on the answer to a resend that an earlier insert with its key
+/// answered.
+pub(crate) fn duplicate_header(duplicate: bool, answer: impl IntoResponse) -> Response {
+    let mut response = answer.into_response();
+    if duplicate {
+        response.headers_mut().insert(
+            "X-Sluice-Duplicate",
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
+}
+
+/// What an insert's URL asks for.
+struct InsertParams {
+    ack: AckMode,
+    /// `insert_id=`: the insert's key.
+    key: Option<String>,
+}
+
+/// Reads `ack=` and `insert_id=` and refuses any other parameter, so a typo never changes a
+/// promise silently.
+fn insert_params(query: Option<&str>) -> Result<InsertParams, ApiError> {
+    let mut params = InsertParams {
+        ack: AckMode::default(),
+        key: None,
+    };
     let pairs: Vec<(String, String)> = serde_urlencoded_pairs(query.unwrap_or(""))?;
     for (key, value) in pairs {
         match key.as_str() {
             "ack" => {
-                ack = value
+                params.ack = value
                     .parse()
                     .map_err(|e: String| ApiError::new(Kind::BadRequest, e))?
             }
+            "insert_id" => params.key = Some(value),
             other => {
                 return Err(ApiError::new(
                     Kind::BadRequest,
                     format!(
-                        "unknown query parameter '{}': the only one is ack",
+                        "unknown query parameter '{}': the parameters are ack and insert_id",
                         other.escape_debug()
                     ),
                 ));
             }
         }
     }
-    Ok(ack)
+    Ok(params)
+}
+
+/// The insert's key: the `Idempotency-Key` header, or `insert_id=`; both must agree.
+fn insert_key(headers: &HeaderMap, param: Option<&str>) -> Result<Option<String>, ApiError> {
+    let header = headers
+        .get("Idempotency-Key")
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| {
+                ApiError::new(Kind::BadRequest, "the Idempotency-Key header is not text")
+            })
+        })
+        .transpose()?;
+    match (header, param) {
+        (Some(header), Some(param)) if header != param => Err(ApiError::new(
+            Kind::BadRequest,
+            "the Idempotency-Key header and insert_id= name different keys",
+        )),
+        (Some(header), _) => Ok(Some(header)),
+        (None, param) => Ok(param.map(str::to_owned)),
+    }
+}
+
+/// `GET /v1/tables/{table}/inserts/{key}`: what became of the insert with that key.
+pub(crate) async fn insert_status(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let Path((table, key)) =
+        path.map_err(|e| ApiError::new(Kind::BadRequest, format!("bad path: {e}")))?;
+    state.access.check(&table, &headers, &[])?;
+    let mut answer = json!({ "table": table, "key": key });
+    let (status, rows, reason) = match state.pipeline.key_status(&table, &key) {
+        KeyStatus::Unknown => ("unknown", None, None),
+        KeyStatus::InFlight => ("in_flight", None, None),
+        KeyStatus::Accepted { rows, ack } => {
+            let status = match ack {
+                AckMode::Async => "buffered",
+                AckMode::Durable => "durable",
+                AckMode::Committed => "committed",
+            };
+            (status, Some(rows), None)
+        }
+        KeyStatus::Refused(reason) => ("refused", None, Some(reason)),
+    };
+    answer["status"] = Value::from(status);
+    if let Some(rows) = rows {
+        answer["rows"] = Value::from(rows);
+    }
+    if let Some(reason) = reason {
+        answer["reason"] = Value::from(reason);
+    }
+    Ok(Json(answer))
 }
 
 fn serde_urlencoded_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {

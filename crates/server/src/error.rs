@@ -48,13 +48,15 @@ pub(crate) enum Kind {
     StoreUnavailable,
     /// No credentials, or ones not allowed to write to the table.
     Unauthorized,
+    /// An insert key reused, within its window, for other rows.
+    KeyConflict,
     /// A bug or an unexpected failure inside sluice.
     Internal,
 }
 
 impl Kind {
     /// Every kind, for tests and tables that must cover them all.
-    pub(crate) const ALL: [Kind; 21] = [
+    pub(crate) const ALL: [Kind; 22] = [
         Kind::BadRows,
         Kind::BadRequest,
         Kind::BadTableName,
@@ -75,6 +77,7 @@ impl Kind {
         Kind::StoreRefused,
         Kind::StoreUnavailable,
         Kind::Unauthorized,
+        Kind::KeyConflict,
         Kind::Internal,
     ];
 }
@@ -154,6 +157,8 @@ impl Kind {
                 "AUTHENTICATION_FAILED",
                 "unauthorized",
             ),
+            // The client reused a key for other rows: ClickHouse has no code of its own for it.
+            Kind::KeyConflict => (S::UNPROCESSABLE_ENTITY, 36, "BAD_ARGUMENTS", "key_conflict"),
             Kind::Internal => (S::INTERNAL_SERVER_ERROR, 1001, "STD_EXCEPTION", "internal"),
         };
         Spec {
@@ -213,6 +218,8 @@ impl From<InsertError> for ApiError {
             InsertError::StoreRefused(_) | InsertError::TableRefused { .. } => Kind::StoreRefused,
             InsertError::StoreUnavailable { .. } => Kind::StoreUnavailable,
             InsertError::NotCommitted(_) => Kind::NotCommitted,
+            InsertError::BadKey(_) => Kind::BadRequest,
+            InsertError::KeyConflict { .. } => Kind::KeyConflict,
             InsertError::CreateFailed { .. } => Kind::Internal,
             _ => Kind::Internal,
         };
@@ -344,7 +351,8 @@ mod tests {
             Kind::StoreRefused => 17,
             Kind::StoreUnavailable => 18,
             Kind::Unauthorized => 19,
-            Kind::Internal => 20,
+            Kind::KeyConflict => 20,
+            Kind::Internal => 21,
         }
     }
 

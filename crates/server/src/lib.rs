@@ -136,6 +136,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ping", get(|| async { "Ok.\n" }))
         .route("/v1/tables", get(api::list_tables))
         .route("/v1/tables/{table}/rows", post(api::insert_rows))
+        .route("/v1/tables/{table}/inserts/{key}", get(api::insert_status))
         .route("/metrics", get(metrics::render))
         .route("/health", get(api::health))
         .with_state(state)

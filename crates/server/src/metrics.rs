@@ -107,6 +107,12 @@ fn describe() {
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
     describe_counter!(
+        names::DUPLICATES,
+        "Resends answered from an earlier insert with the same key"
+    );
+    describe_gauge!(names::KEYS_HELD, "Insert keys a table remembers");
+    describe_gauge!(names::KEYS_BYTES, "Bytes the remembered insert keys take");
+    describe_counter!(
         names::COMPACTION_MERGES,
         "Merges the background compactor committed"
     );

@@ -543,6 +543,7 @@ async fn each_bad_input_gets_its_status_and_message_and_blocks_nothing() {
         seed: 3,
         id_offset: 0,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: false,
     };
     let good = tokio::spawn(sluice_lab::load::run(
         config,

@@ -68,6 +68,7 @@ fn load(server: &ServerProcess, producers: usize, stop: Stop, id_offset: u64) ->
         seed: 5,
         id_offset,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: false,
     }
 }
 

@@ -17,6 +17,7 @@ mod clickhouse_sink;
 mod config_errors;
 mod crash_recovery;
 mod ingest_end_to_end;
+mod insert_keys;
 mod lab_commands;
 mod lake_azure;
 mod lake_compaction;

@@ -115,6 +115,7 @@ async fn single_row_producers_land_once_and_a_postgres_restart_loses_nothing() {
         seed: 3,
         id_offset: 0,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: false,
     };
     // PostgreSQL goes away under load, and comes back.
     let report = common::store_restart_under_load(

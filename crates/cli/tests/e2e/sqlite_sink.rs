@@ -59,6 +59,7 @@ async fn single_row_producers_land_in_sqlite_exactly_once_across_a_crash() {
         seed: 1,
         id_offset: 0,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: false,
     };
     let task = tokio::spawn(sluice_lab::load::run(load.clone(), progress.clone(), true));
     while progress.rows_acked.load(Ordering::Relaxed) < 3_000 {

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::array::RecordBatch;
-use metrics::Counter;
+use metrics::{Counter, Gauge};
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, Header, InputFormat, TableDef, TableName,
     TableSchema, Verdict, decode, infer_table_schema,
@@ -35,8 +35,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
 use crate::ack::{AckMode, Failure, Outcome, Waiter};
+use crate::clock;
 use crate::config::PipelineConfig;
 use crate::error::{InsertError, PartitionLimit};
+use crate::keys::{Begin, KeyStatus, KeyTable, check_key};
 use crate::memory::MemoryBudget;
 use crate::record;
 use crate::stats::{TableInfo, TableStats, WalInfo};
@@ -77,6 +79,8 @@ pub struct Insert<'a> {
     /// The most rows the insert may hold (the server's `max_rows_per_insert`), checked once its
     /// rows are decoded. `None`: no limit.
     pub max_rows: Option<usize>,
+    /// The insert's key: a resend with it, within the table's key window, lands once.
+    pub key: Option<&'a str>,
 }
 
 /// An accepted insert.
@@ -88,6 +92,9 @@ pub struct Inserted {
     pub rows: u64,
     /// How safe they are now.
     pub ack: AckMode,
+    /// Whether this was a resend of an accepted insert with the same key, answered from it:
+    /// nothing was stored again.
+    pub duplicate: bool,
 }
 
 /// What shutdown reports.
@@ -126,6 +133,11 @@ struct TableHandle {
     bytes_received: Counter,
     inserts: Counter,
     delayed: Counter,
+    /// The keys of recent inserts.
+    keys: KeyTable,
+    duplicates: Counter,
+    keys_held: Gauge,
+    keys_bytes: Gauge,
 }
 
 struct Inner {
@@ -175,6 +187,34 @@ fn with_positions(mut options: DecodeOptions, schema: &TableSchema) -> DecodeOpt
     options
 }
 
+/// Decodes an insert's body into its table's schema, on a blocking thread when it is large, and
+/// refuses it past `max_rows` rows.
+async fn decode_body(
+    handle: &TableHandle,
+    body: &[u8],
+    options: &DecodeOptions,
+    max_rows: Option<usize>,
+) -> Result<RecordBatch, InsertError> {
+    let batch = if body.len() > DECODE_INLINE_MAX {
+        let schema = handle.def.schema().clone();
+        let (body, options) = (body.to_vec(), options.clone());
+        tokio::task::spawn_blocking(move || decode(&schema, &body, &options))
+            .await
+            .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
+    } else {
+        decode(handle.def.schema(), body, options)?
+    };
+    if let Some(limit) = max_rows
+        && batch.num_rows() > limit
+    {
+        return Err(InsertError::TooManyRows {
+            rows: batch.num_rows(),
+            limit,
+        });
+    }
+    Ok(batch)
+}
+
 /// The limit on the partitions one insert may span, and whose it is: the pipeline's
 /// (`configured`, 0 for none), or a request's lower one.
 fn partition_limit(configured: usize, requested: Option<usize>) -> (usize, PartitionLimit) {
@@ -212,32 +252,107 @@ impl Pipeline {
             })
             .await?;
         let options = with_positions(insert.options, handle.def.schema());
-        let batch = if insert.body.len() > DECODE_INLINE_MAX {
-            let schema = handle.def.schema().clone();
-            let body = insert.body.to_vec();
-            let options = options.clone();
-            tokio::task::spawn_blocking(move || decode(&schema, &body, &options))
-                .await
-                .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
-        } else {
-            decode(handle.def.schema(), insert.body, &options)?
-        };
-        if let Some(limit) = insert.max_rows
-            && batch.num_rows() > limit
-        {
-            return Err(InsertError::TooManyRows {
-                rows: batch.num_rows(),
-                limit,
-            });
+        if let Some(key) = insert.key {
+            check_key(key).map_err(InsertError::BadKey)?;
         }
+        let batch = match decode_body(&handle, insert.body, &options, insert.max_rows).await {
+            Ok(batch) => batch,
+            Err(error) => {
+                if let Some(key) = insert.key {
+                    handle
+                        .keys
+                        .refused_unread(key, error.to_string(), clock::now());
+                    self.count_keys(&handle);
+                }
+                return Err(error);
+            }
+        };
         let record = || Ok(record::encode_body(insert.table, &options, insert.body));
         let terms = Terms {
             ack: insert.ack,
             admission: insert.admission,
             max_partitions: insert.max_partitions,
         };
-        self.submit(&handle, batch, insert.body.len() as u64, terms, record)
-            .await
+        let bytes = insert.body.len() as u64;
+        let Some(key) = insert.key else {
+            return self.submit(&handle, batch, bytes, terms, record).await;
+        };
+        // A keyed insert runs to its outcome in a task of its own: a client that goes away
+        // mid-insert must not leave its key in flight, with the rows' fate unknown.
+        let (pipeline, key) = (self.clone(), key.to_owned());
+        let (table, body) = (insert.table.to_owned(), insert.body.to_vec());
+        let record = move || Ok(record::encode_body(&table, &options, &body));
+        tokio::spawn(async move {
+            pipeline
+                .submit_keyed(&handle, &key, batch, bytes, terms, record)
+                .await
+        })
+        .await
+        .map_err(|e| InsertError::NotCommitted(format!("the insert's task failed: {e}")))?
+    }
+
+    /// Submits an insert with `key`, unless an insert with the key and the same rows was
+    /// accepted within the window (answered from it) or is in flight (waited for first).
+    async fn submit_keyed(
+        &self,
+        handle: &TableHandle,
+        key: &str,
+        batch: RecordBatch,
+        bytes: u64,
+        terms: Terms,
+        record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
+    ) -> Result<Inserted, InsertError> {
+        let rows_hash = crate::keys::rows_hash(&batch);
+        loop {
+            let begun = handle.keys.begin(key, rows_hash, clock::now());
+            match begun {
+                Begin::New => break,
+                Begin::Duplicate { rows, ack } => {
+                    handle.duplicates.increment(1);
+                    return Ok(Inserted {
+                        table: handle.def.name().clone(),
+                        rows,
+                        ack,
+                        duplicate: true,
+                    });
+                }
+                Begin::Wait(mut settled) => {
+                    // Settled, or dropped: either way, begin again.
+                    let _ = settled.wait_for(|done| *done).await;
+                }
+                Begin::Conflict => {
+                    return Err(InsertError::KeyConflict {
+                        key: key.to_owned(),
+                        window_s: self.inner.config.keys.window.as_secs(),
+                    });
+                }
+            }
+        }
+        let result = self.submit(handle, batch, bytes, terms, record).await;
+        let outcome = match &result {
+            Ok(inserted) => Ok((inserted.rows, inserted.ack)),
+            Err(error) => Err(error.to_string()),
+        };
+        handle.keys.settle(key, outcome, clock::now());
+        self.count_keys(handle);
+        result
+    }
+
+    fn count_keys(&self, handle: &TableHandle) {
+        let (held, bytes) = handle.keys.held();
+        handle.keys_held.set(held as f64);
+        handle.keys_bytes.set(bytes as f64);
+    }
+
+    /// What became of the insert with `key` into `table`.
+    pub fn key_status(&self, table: &str, key: &str) -> KeyStatus {
+        let Ok(name) = TableName::new(table) else {
+            return KeyStatus::Unknown;
+        };
+        match self.read_tables().get(&name) {
+            Some(handle) => handle.keys.status(key, clock::now()),
+            None => KeyStatus::Unknown,
+        }
     }
 
     /// Buffers and (by its ack mode) waits for one Arrow batch: the library API.
@@ -425,6 +540,7 @@ impl Pipeline {
             table: handle.def.name().clone(),
             rows,
             ack,
+            duplicate: false,
         };
         if rows == 0 {
             return Ok(inserted);

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{Pipeline, TableHandle};
 use crate::error::InsertError;
+use crate::keys::KeyTable;
 use crate::memory::MemoryBudget;
 use crate::stats::{TableStats, names};
 use crate::writer::{Opening, Writer};
@@ -99,7 +100,11 @@ impl Pipeline {
             rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
             bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
             inserts: metrics::counter!(names::INSERTS, "table" => table.clone()),
-            delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table),
+            delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table.clone()),
+            keys: KeyTable::new(self.inner.config.keys, &memory),
+            duplicates: metrics::counter!(names::DUPLICATES, "table" => table.clone()),
+            keys_held: metrics::gauge!(names::KEYS_HELD, "table" => table.clone()),
+            keys_bytes: metrics::gauge!(names::KEYS_BYTES, "table" => table),
             sink: sink.name(),
             store: sink.clone(),
             def,

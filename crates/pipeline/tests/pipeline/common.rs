@@ -33,6 +33,7 @@ pub(crate) async fn insert(p: &Pipeline, body: &[u8], ack: AckMode) -> Result<()
         admission: Admission::Refuse,
         max_partitions: None,
         max_rows: None,
+        key: None,
     })
     .await
     .map(|_| ())

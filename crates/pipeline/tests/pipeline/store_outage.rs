@@ -76,6 +76,7 @@ fn insert(body: &[u8], ack: AckMode, admission: Admission) -> Insert<'_> {
         admission,
         max_partitions: None,
         max_rows: None,
+        key: None,
     }
 }
 
@@ -245,6 +246,7 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
         admission: Admission::Refuse,
         max_partitions: None,
         max_rows: None,
+        key: None,
     };
     // Both tables exist; then `stalled`'s store fails.
     let row: &'static [u8] = b"{\"id\":1,\"service\":\"a\"}\n";

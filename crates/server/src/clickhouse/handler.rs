@@ -55,9 +55,10 @@ pub(crate) async fn post(
     let answer = match read_statement(&state, &params, &headers, body).await {
         Ok(Statement::Insert(query, rows)) => run_insert(&state, &params, &headers, &query, &rows)
             .await
-            .map(|rows_written| Answer::Inserted {
+            .map(|(rows_written, duplicate)| Answer::Inserted {
                 rows: rows_written,
                 bytes: rows.len() as u64,
+                duplicate,
             }),
         Ok(Statement::Read(text)) => answer_read(&state, &params, &headers, &text),
         Err(error) => Err(error),
@@ -67,8 +68,13 @@ pub(crate) async fn post(
 
 /// What a request did.
 enum Answer {
-    /// An insert: its rows, and the bytes they came in, uncompressed.
-    Inserted { rows: u64, bytes: u64 },
+    /// An insert: its rows, the bytes they came in, uncompressed, and whether an earlier
+    /// insert with its key answered it.
+    Inserted {
+        rows: u64,
+        bytes: u64,
+        duplicate: bool,
+    },
     /// A read: its result, written in its format.
     Read {
         body: Vec<u8>,
@@ -85,8 +91,13 @@ fn respond(
     headers: &HeaderMap,
 ) -> Response {
     let (mut response, summary) = match answer {
-        Ok(Answer::Inserted { rows, bytes }) => {
-            (StatusCode::OK.into_response(), summary(rows, bytes, 0))
+        Ok(Answer::Inserted {
+            rows,
+            bytes,
+            duplicate,
+        }) => {
+            let response = crate::api::duplicate_header(duplicate, StatusCode::OK);
+            (response, summary(rows, bytes, 0))
         }
         Ok(Answer::Read {
             body,
@@ -199,14 +210,15 @@ fn answer_read(
     })
 }
 
-/// Checks and lands an insert's rows: the number landed.
+/// Checks and lands an insert's rows: the number landed, and whether an earlier insert with
+/// its key answered it.
 async fn run_insert(
     state: &AppState,
     params: &[(String, String)],
     headers: &HeaderMap,
     query: &InsertQuery,
     rows: &Bytes,
-) -> Result<u64, ApiError> {
+) -> Result<(u64, bool), ApiError> {
     state.access.check(&query.table, headers, params)?;
     let settings = insert_settings(query, params)?;
     if settings.options.format == InputFormat::JsonEachRow {
@@ -227,9 +239,10 @@ async fn run_insert(
             admission: Admission::Refuse,
             max_partitions: settings.max_partitions,
             max_rows: Some(state.limits.max_rows_per_insert),
+            key: settings.key.as_deref(),
         })
         .await?;
-    Ok(inserted.rows)
+    Ok((inserted.rows, inserted.duplicate))
 }
 
 /// The value of the URL parameter `name`; the last one wins when it is given more than once.
@@ -362,6 +375,8 @@ pub(super) struct InsertSettings {
     pub(super) options: DecodeOptions,
     /// The insert's own limit on partitions, if it sets one.
     pub(super) max_partitions: Option<usize>,
+    /// `insert_deduplication_token`: the insert's key.
+    pub(super) key: Option<String>,
 }
 
 /// Reads the ack mode, the decode options and the partition limit from the query's SETTINGS
@@ -417,6 +432,9 @@ pub(super) fn insert_settings(
         ack,
         options,
         max_partitions,
+        key: setting("insert_deduplication_token")
+            .filter(|token| !token.is_empty())
+            .map(str::to_owned),
     })
 }
 

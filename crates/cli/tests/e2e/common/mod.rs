@@ -62,6 +62,7 @@ pub fn load_config_for(
         seed: id_offset,
         id_offset,
         format: sluice_lab::events::RowFormat::JsonEachRow,
+        keyed: false,
     }
 }
 

@@ -211,7 +211,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Reads more bytes into the buffer, up to the body limit. The room it makes doubles with
-    /// what is buffered, so a large block is measured a few times, not once per read.
+    /// what is buffered. A block is measured again after each read; while one measure runs,
+    /// the client's bytes pile up in the socket and the next read takes them all, so a large
+    /// block is measured about once per socket buffer's worth, not once per packet.
     async fn fill(&mut self, within: Duration) -> Result<(), End> {
         if self.received.len() > self.state.limits.max_body_bytes {
             return Err(End::Refused(too_large(self.state.limits.max_body_bytes)));
@@ -379,6 +381,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 admission: Admission::Refuse,
                 max_partitions: settings.max_partitions,
                 max_rows: Some(self.state.limits.max_rows_per_insert),
+                key: settings.key.as_deref(),
             })
             .await
             .map_err(ApiError::from)?;

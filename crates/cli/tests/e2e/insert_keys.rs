@@ -1,0 +1,187 @@
+//! Insert keys: a resend with the key of an insert within the window lands once, answered as a
+//! duplicate; the same key for other rows is refused; a refused insert's key is free again; a
+//! resend waits for its first while that is in flight; keys age out; and the status endpoint
+//! says what became of a key. Through the native API, the ClickHouse HTTP door and the native
+//! protocol.
+
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::common::{Server, python, stop_and_read};
+
+const CONFIG: &str = r#"
+insert_key_window = "2s"
+
+[flush]
+max_age = "300ms"
+
+[clickhouse]
+tcp_listen = "127.0.0.1:0"
+
+[tables.t]
+columns = [
+  { name = "id", type = "int64", nullable = false },
+  { name = "name", type = "string" },
+]
+"#;
+
+/// Posts `body` to the native API with `key` as `Idempotency-Key`: status, duplicate header,
+/// answer.
+async fn post(server: &Server, ack: &str, key: &str, body: &str) -> (StatusCode, bool, Value) {
+    let response = reqwest::Client::new()
+        .post(server.url(&format!("/v1/tables/t/rows?ack={ack}")))
+        .header("Idempotency-Key", key)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let duplicate = response.headers().get("x-sluice-duplicate").is_some();
+    (status, duplicate, response.json().await.unwrap())
+}
+
+async fn status_of(server: &Server, key: &str) -> Value {
+    reqwest::get(server.url(&format!("/v1/tables/t/inserts/{key}")))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn ids(server: Server) -> Vec<i64> {
+    stop_and_read(server, "t")
+        .into_iter()
+        .map(|row| row[0].as_deref().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_with_the_same_key_lands_once() {
+    let server = Server::start(CONFIG);
+    let rows = "{\"id\":1,\"name\":\"a\"}\n{\"id\":2}\n";
+    let (status, duplicate, first) = post(&server, "durable", "k1", rows).await;
+    assert_eq!((status, duplicate), (StatusCode::OK, false), "{first}");
+    assert_eq!(first["duplicate"], Value::Null);
+    // The same rows, spelled otherwise: still the same insert.
+    let respelled = "{\"name\": \"a\", \"id\": 1}\n{\"id\": 2, \"name\": null}\n";
+    let (status, duplicate, again) = post(&server, "durable", "k1", respelled).await;
+    assert_eq!((status, duplicate), (StatusCode::OK, true), "{again}");
+    assert_eq!(
+        (&again["duplicate"], &again["rows"]),
+        (&Value::Bool(true), &Value::from(2))
+    );
+    let status = status_of(&server, "k1").await;
+    assert_eq!(
+        (&status["status"], &status["rows"]),
+        (&Value::from("durable"), &Value::from(2))
+    );
+    assert_eq!(status_of(&server, "nope").await["status"], "unknown");
+
+    let (status, _, conflict) = post(&server, "durable", "k1", "{\"id\":3}\n").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{conflict}");
+    assert!(
+        conflict["error"]
+            .as_str()
+            .unwrap()
+            .contains("'k1' was used for other rows")
+    );
+
+    // A refused insert leaves its key free for the corrected rows.
+    let (status, _, _) = post(&server, "durable", "k2", "{\"name\":\"no id\"}\n").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let refused = status_of(&server, "k2").await;
+    assert_eq!(refused["status"], "refused");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("id"),
+        "{refused}"
+    );
+    let (status, duplicate, _) = post(&server, "durable", "k2", "{\"id\":4}\n").await;
+    assert_eq!((status, duplicate), (StatusCode::OK, false));
+
+    // Past the window the key is forgotten: the same rows are a new insert.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(status_of(&server, "k2").await["status"], "unknown");
+    let (status, duplicate, _) = post(&server, "durable", "k2", "{\"id\":4}\n").await;
+    assert_eq!((status, duplicate), (StatusCode::OK, false));
+
+    let metrics = reqwest::get(server.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("sluice_insert_duplicates_total{table=\"t\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(ids(server), [1, 2, 4, 4]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_while_the_first_is_in_flight_waits_for_it() {
+    let server = Server::start(CONFIG);
+    let url = server.url("/v1/tables/t/rows?ack=committed&insert_id=slow");
+    let send = |url: String| async move {
+        let response = reqwest::Client::new()
+            .post(url)
+            .body("{\"id\":7}\n")
+            .send()
+            .await
+            .unwrap();
+        let duplicate = response.headers().get("x-sluice-duplicate").is_some();
+        (response.status(), duplicate)
+    };
+    let first = tokio::spawn(send(url.clone()));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(status_of(&server, "slow").await["status"], "in_flight");
+    let resend = send(url).await;
+    assert_eq!(first.await.unwrap(), (StatusCode::OK, false));
+    assert_eq!(
+        resend,
+        (StatusCode::OK, true),
+        "answered once the first landed"
+    );
+    assert_eq!(status_of(&server, "slow").await["status"], "committed");
+    assert_eq!(ids(server), [7]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clickhouse_doors_take_insert_deduplication_token() {
+    let server = Server::start(CONFIG);
+    for _ in 0..2 {
+        let response = reqwest::Client::new()
+            .post(server.url("/"))
+            .query(&[
+                ("query", "INSERT INTO t FORMAT JSONEachRow"),
+                ("insert_deduplication_token", "http-1"),
+            ])
+            .body("{\"id\":10}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let script = r#"
+import sys
+from clickhouse_driver import Client
+client = Client("127.0.0.1", port=int(sys.argv[1]))
+for _ in range(2):
+    client.execute("INSERT INTO t (id) VALUES", [(20,)],
+                   settings={"insert_deduplication_token": "tcp-1"})
+"#;
+    let port = server.native_addr.unwrap().port().to_string();
+    let output = Command::new(python())
+        .args(["-c", script, &port])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(ids(server), [10, 20]);
+}
