@@ -328,9 +328,19 @@ impl Pipeline {
                 }
             }
         }
+        let rows = batch.num_rows() as u64;
         let result = self.submit(handle, batch, bytes, terms, record).await;
         let outcome = match &result {
             Ok(inserted) => Ok((inserted.rows, inserted.ack)),
+            // Not committed in time, but taken: its rows stay buffered (and logged, with a
+            // log) and will land, so a resend must not store them again.
+            Err(InsertError::NotCommittedInTime(_)) => {
+                let held = match self.inner.wal {
+                    Some(_) => AckMode::Durable,
+                    None => AckMode::Async,
+                };
+                Ok((rows, held))
+            }
             Err(error) => Err(error.to_string()),
         };
         handle.keys.settle(key, outcome, clock::now());

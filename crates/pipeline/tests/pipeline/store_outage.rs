@@ -42,6 +42,11 @@ fn table() -> TableDef {
 }
 
 async fn start(dir: &Path, shutdown_timeout: Duration) -> Pipeline {
+    // Out of reach of the paused clock, which runs ahead while flushes write.
+    start_with(dir, shutdown_timeout, Duration::from_secs(24 * 3600)).await
+}
+
+async fn start_with(dir: &Path, shutdown_timeout: Duration, ack_timeout: Duration) -> Pipeline {
     let config = PipelineConfig {
         max_buffer_bytes: BUDGET,
         // One table: it may have all of it.
@@ -49,8 +54,7 @@ async fn start(dir: &Path, shutdown_timeout: Duration) -> Pipeline {
         default_policy: *table().policy(),
         backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(50)),
         shutdown_timeout,
-        // Out of reach of the paused clock, which runs ahead while flushes write.
-        ack_timeout: Duration::from_secs(24 * 3600),
+        ack_timeout,
         ..PipelineConfig::default()
     };
     let catalog = Arc::new(FileCatalog::open(dir).unwrap());
@@ -304,4 +308,38 @@ async fn a_stalled_table_fills_only_its_share_and_the_others_keep_going() {
     let healthy = report.tables.iter().find(|t| t.table == "healthy").unwrap();
     assert_eq!(healthy.rows_lost, 0);
     assert!(pipeline.memory().0 <= BUDGET);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_insert_not_committed_in_time_is_not_stored_again_by_its_resend() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = start_with(dir.path(), Duration::from_secs(30), Duration::from_secs(1)).await;
+    let blocker = dir.path().join("t").join("service=a");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let body = rows(0..100);
+    let keyed = || Insert {
+        key: Some("batch-1"),
+        ..insert(&body, AckMode::Committed, Admission::Refuse)
+    };
+    let first = pipeline.insert_body(keyed()).await;
+    assert!(
+        matches!(first, Err(InsertError::NotCommittedInTime(_))),
+        "{first:?}"
+    );
+    let resend = pipeline.insert_body(keyed()).await.unwrap();
+    assert!(resend.duplicate, "the first's rows are still buffered");
+    assert_eq!(resend.rows, 100);
+
+    std::fs::remove_file(&blocker).unwrap();
+    common::wait_for("the rows to land", || {
+        pipeline.tables()[0].rows_written == 100
+    })
+    .await;
+    assert!(pipeline.shutdown().await.rows_lost() == 0);
+    let landed: u64 = sluice_sinks::lake::live_files_blocking(&dir.path().join("t"))
+        .unwrap()
+        .iter()
+        .map(|f| f.rows.expect("the lake counts a part's rows"))
+        .sum();
+    assert_eq!(landed, 100, "the rows landed once");
 }
