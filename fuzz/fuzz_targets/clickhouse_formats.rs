@@ -4,23 +4,11 @@
 //! covers them all.
 #![no_main]
 
-use std::sync::OnceLock;
+#[path = "every_type.rs"]
+mod every_type;
 
 use libfuzzer_sys::fuzz_target;
-use sluice_core::{
-    Column, ColumnType, DecodeOptions, InputFormat, TableSchema, decode, infer_table_schema,
-};
-
-fn schema() -> &'static TableSchema {
-    static SCHEMA: OnceLock<TableSchema> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let mut columns = vec![Column::new("id", ColumnType::Int64).required()];
-        for (i, ty) in ColumnType::ALL.into_iter().enumerate() {
-            columns.push(Column::new(format!("c{i}"), ty));
-        }
-        TableSchema::new(columns).expect("schema")
-    })
-}
+use sluice_core::{DecodeOptions, InputFormat, decode, infer_table_schema};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, body)) = data.split_first() else {
@@ -38,8 +26,8 @@ fuzz_target!(|data: &[u8]| {
             null_as_default: pick & 0x40 != 0,
             ..DecodeOptions::default()
         };
-        if let Ok(batch) = decode(schema(), body, &options) {
-            assert_eq!(batch.schema(), *schema().arrow());
+        if let Ok(batch) = decode(every_type::schema(), body, &options) {
+            assert_eq!(batch.schema(), *every_type::schema().arrow());
         }
         if let Ok(inferred) = infer_table_schema(body, &options) {
             assert!(!inferred.columns().is_empty());

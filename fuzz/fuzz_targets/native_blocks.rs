@@ -3,22 +3,12 @@
 //! itself: a block it finds has the length it says, whatever follows it.
 #![no_main]
 
-use std::sync::OnceLock;
+#[path = "every_type.rs"]
+mod every_type;
 
 use libfuzzer_sys::fuzz_target;
 use sluice_core::formats::native_block_len;
-use sluice_core::{Column, ColumnType, DecodeOptions, InputFormat, TableSchema, decode};
-
-fn schema() -> &'static TableSchema {
-    static SCHEMA: OnceLock<TableSchema> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let mut columns = vec![Column::new("id", ColumnType::Int64).required()];
-        for (i, ty) in ColumnType::ALL.into_iter().enumerate() {
-            columns.push(Column::new(format!("c{i}"), ty));
-        }
-        TableSchema::new(columns).expect("schema")
-    })
-}
+use sluice_core::{DecodeOptions, InputFormat, decode};
 
 fuzz_target!(|body: &[u8]| {
     for skip_unknown_fields in [false, true] {
@@ -27,8 +17,8 @@ fuzz_target!(|body: &[u8]| {
             skip_unknown_fields,
             ..DecodeOptions::default()
         };
-        if let Ok(batch) = decode(schema(), body, &options) {
-            assert_eq!(batch.schema(), *schema().arrow());
+        if let Ok(batch) = decode(every_type::schema(), body, &options) {
+            assert_eq!(batch.schema(), *every_type::schema().arrow());
         }
     }
     if let Ok(Some((len, rows))) = native_block_len(body) {
