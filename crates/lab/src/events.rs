@@ -358,7 +358,8 @@ pub fn write_insert(format: RowFormat, events: &[(u64, Event)], out: &mut Vec<u8
     }
 }
 
-/// The lab's columns in the types [`ROW_BINARY_HEADER`] gives them, for a `Native` body.
+/// The lab's columns in the types its `RowBinaryWithNamesAndTypes` header gives them, for a
+/// `Native` body.
 pub fn native_columns() -> Vec<(String, String)> {
     ROW_BINARY_HEADER
         .iter()

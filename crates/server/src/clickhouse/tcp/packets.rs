@@ -142,7 +142,7 @@ impl<'a> Reader<'a> {
         bad("a number runs past ten bytes")
     }
 
-    /// A length-prefixed UTF-8 string of at most [`MAX_FIELD_LEN`] bytes.
+    /// A length-prefixed UTF-8 string of at most `MAX_FIELD_LEN` bytes.
     pub fn string(&mut self) -> Read<String> {
         let len = self.varuint()?;
         if len > MAX_FIELD_LEN {
