@@ -20,10 +20,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use metrics::Gauge;
 use tokio::sync::watch;
 
 use crate::ack::AckMode;
 use crate::memory::{MemoryBudget, Reservation};
+use crate::stats::names;
 
 /// How long a key is remembered by default.
 pub const DEFAULT_KEY_WINDOW: Duration = Duration::from_secs(3600);
@@ -162,11 +164,15 @@ struct Keys {
     bytes: usize,
     /// The keys' bytes, held in the table's memory budget.
     reservation: Reservation,
+    /// `sluice_insert_keys` and `sluice_insert_keys_bytes` of the table.
+    held_gauge: Gauge,
+    bytes_gauge: Gauge,
 }
 
 impl KeyTable {
-    /// A table's keys, their memory counted in `budget`.
-    pub(crate) fn new(window: KeyWindow, budget: &Arc<MemoryBudget>) -> Self {
+    /// The keys of `table`, their memory counted in `budget`.
+    pub(crate) fn new(table: &str, window: KeyWindow, budget: &Arc<MemoryBudget>) -> Self {
+        let table = table.to_owned();
         Self {
             window,
             inner: Mutex::new(Keys {
@@ -174,6 +180,8 @@ impl KeyTable {
                 arrivals: VecDeque::new(),
                 bytes: 0,
                 reservation: Reservation::empty(budget),
+                held_gauge: metrics::gauge!(names::KEYS_HELD, "table" => table.clone()),
+                bytes_gauge: metrics::gauge!(names::KEYS_BYTES, "table" => table),
             }),
         }
     }
@@ -273,6 +281,7 @@ impl KeyTable {
     }
 
     /// Keys held, and the bytes they take.
+    #[cfg(test)]
     pub(crate) fn held(&self) -> (usize, usize) {
         let keys = self.lock();
         (keys.entries.len(), keys.bytes)
@@ -293,9 +302,12 @@ impl Keys {
         self.count();
     }
 
-    /// Holds the keys' bytes in the memory budget: already allocated, so never refused.
+    /// Holds the keys' bytes in the memory budget (already allocated, so never refused), and
+    /// shows the keys and their bytes in the table's gauges.
     fn count(&mut self) {
         self.reservation.resize(self.bytes as u64);
+        self.held_gauge.set(self.entries.len() as f64);
+        self.bytes_gauge.set(self.bytes as f64);
     }
 
     /// Forgets keys older than the window, except one still in flight, which is kept until
@@ -334,7 +346,7 @@ mod tests {
             window: Duration::from_secs(60),
             max_keys,
         };
-        KeyTable::new(window, &Arc::new(MemoryBudget::new(1 << 30)))
+        KeyTable::new("t", window, &Arc::new(MemoryBudget::new(1 << 30)))
     }
 
     #[test]

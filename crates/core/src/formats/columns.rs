@@ -114,24 +114,14 @@ impl<'s> Columns<'s> {
         let Some(Some(target)) = self.targets.get(index).copied() else {
             return Ok(());
         };
-        let column = &self.schema.columns()[target];
-        let fail = |message: String| DecodeError::new(None, Some(column.name.clone()), message);
+        let fail = |message: String| {
+            let column = &self.schema.columns()[target];
+            DecodeError::new(None, Some(column.name.clone()), message)
+        };
         if self.filled[target] {
             return Err(fail("the row gives the column twice".to_owned()));
         }
-        let builder = &mut self.builders[target];
-        if value == Value::Null && !column.nullable {
-            if !self.null_as_default {
-                return Err(fail(
-                    "the column is required (not nullable) and the row has null; \
-                     input_format_null_as_default=1 stores its type's default instead"
-                        .to_owned(),
-                ));
-            }
-            builder.push_default();
-        } else {
-            builder.push(column.ty, value).map_err(fail)?;
-        }
+        self.append(target, value).map_err(fail)?;
         self.filled[target] = true;
         Ok(())
     }
@@ -140,9 +130,15 @@ impl<'s> Columns<'s> {
     /// columns' values go in whole, one after the other, and [`Columns::end_block`] follows.
     /// The error is the value's, without its row or column, which the caller knows.
     pub(crate) fn push(&mut self, index: usize, value: Value<'_>) -> Result<(), String> {
-        let Some(Some(target)) = self.targets.get(index).copied() else {
-            return Ok(());
-        };
+        match self.targets.get(index).copied() {
+            Some(Some(target)) => self.append(target, value),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends `value` to the table's column `target`: a null for a required column is its
+    /// type's default when the insert asked for that, else refused.
+    fn append(&mut self, target: usize, value: Value<'_>) -> Result<(), String> {
         let column = &self.schema.columns()[target];
         let builder = &mut self.builders[target];
         if value == Value::Null && !column.nullable {

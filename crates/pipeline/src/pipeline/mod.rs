@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::array::RecordBatch;
-use metrics::{Counter, Gauge};
+use metrics::Counter;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, Header, InputFormat, TableDef, TableName,
     TableSchema, Verdict, decode, infer_table_schema,
@@ -136,8 +136,6 @@ struct TableHandle {
     /// The keys of recent inserts.
     keys: KeyTable,
     duplicates: Counter,
-    keys_held: Gauge,
-    keys_bytes: Gauge,
 }
 
 struct Inner {
@@ -262,7 +260,6 @@ impl Pipeline {
                     handle
                         .keys
                         .refused_unread(key, error.to_string(), clock::now());
-                    self.count_keys(&handle);
                 }
                 return Err(error);
             }
@@ -344,14 +341,7 @@ impl Pipeline {
             Err(error) => Err(error.to_string()),
         };
         handle.keys.settle(key, outcome, clock::now());
-        self.count_keys(handle);
         result
-    }
-
-    fn count_keys(&self, handle: &TableHandle) {
-        let (held, bytes) = handle.keys.held();
-        handle.keys_held.set(held as f64);
-        handle.keys_bytes.set(bytes as f64);
     }
 
     /// What became of the insert with `key` into `table`.

@@ -42,35 +42,24 @@ fn skip_block(input: &mut Input<'_>) -> Result<u64, String> {
     Ok(rows)
 }
 
-fn column_header<'a>(input: &mut Input<'a>) -> Result<(&'a str, NativeType), String> {
+/// A column's name, its type name, and the type parsed.
+fn column_header<'a>(input: &mut Input<'a>) -> Result<(&'a str, &'a str, NativeType), String> {
     let name = input.string()?;
-    let ty = input.string()?;
-    let ty = NativeType::parse(ty).map_err(|e| format!("column '{name}': {e}"))?;
-    Ok((name, ty))
+    let ty_name = input.string()?;
+    let ty = NativeType::parse(ty_name).map_err(|e| format!("column '{name}': {e}"))?;
+    Ok((name, ty_name, ty))
 }
 
 /// The names and types of the first block's columns, for a table made by its first insert.
 pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
     let mut input = Input::new(body);
-    let whole = |e: String| DecodeError::new(None, None, e);
+    let whole = |e: String| at_row(1, DecodeError::new(None, None, e));
     let (columns, rows) = (
         input.leb128().map_err(whole)?,
         input.leb128().map_err(whole)?,
     );
-    let mut declared = Vec::new();
-    for _ in 0..columns {
-        let name = input.string().map_err(whole)?;
-        let ty_name = input.string().map_err(whole)?;
-        let ty = NativeType::parse(ty_name)
-            .map_err(|e| DecodeError::new(None, Some(name.to_owned()), e))?;
-        if rows > 0 {
-            read_prefix(&ty, &mut input)
-                .and_then(|()| skip(&ty, &mut input, rows))
-                .map_err(|e| DecodeError::new(None, Some(name.to_owned()), e))?;
-        }
-        declared.push((name.to_owned(), ty_name.to_owned()));
-    }
-    Ok(declared)
+    let rows = usize::try_from(rows).map_err(|_| whole(format!("{rows} rows is too many")))?;
+    block_columns(input, columns, rows, 1)
 }
 
 /// Decodes a body of Native blocks into the table's columns. Every block must name the same
@@ -97,7 +86,10 @@ pub(crate) fn decode(
         let (names, table) = match &mut built {
             Some(built) => built,
             None => {
-                let names = block_names(input.clone(), columns, rows, first_row)?;
+                let names: Vec<String> = block_columns(input.clone(), columns, rows, first_row)?
+                    .into_iter()
+                    .map(|(name, _)| name)
+                    .collect();
                 built.insert((names.clone(), Columns::new(schema, &names, options)?))
             }
         };
@@ -106,7 +98,7 @@ pub(crate) fn decode(
             rows,
             first_row,
         };
-        block.read(schema, &mut input, columns, table)?;
+        block.read(&mut input, columns, table)?;
     }
     match built {
         Some((_, columns)) => columns.finish(),
@@ -117,7 +109,7 @@ pub(crate) fn decode(
 /// Moves past `columns` columns of `rows` rows each.
 fn skip_columns(input: &mut Input<'_>, columns: u64, rows: u64) -> Result<(), String> {
     for _ in 0..columns {
-        let (name, ty) = column_header(input)?;
+        let (name, _, ty) = column_header(input)?;
         if rows > 0 {
             read_prefix(&ty, input)
                 .and_then(|()| skip(&ty, input, rows))
@@ -127,24 +119,26 @@ fn skip_columns(input: &mut Input<'_>, columns: u64, rows: u64) -> Result<(), St
     Ok(())
 }
 
-/// The names of a block's columns, read ahead on a copy of the input. A column whose layout
-/// is wrong is refused here as reading it would refuse it.
-fn block_names(
+/// The names and type names of a block's columns, read ahead on a copy of the input. A column
+/// whose layout is wrong is refused here as reading it would refuse it.
+fn block_columns(
     mut input: Input<'_>,
     columns: u64,
     rows: usize,
     first_row: usize,
-) -> Result<Vec<String>, DecodeError> {
-    let mut names = Vec::new();
+) -> Result<Vec<(String, String)>, DecodeError> {
+    let mut declared = Vec::new();
     for _ in 0..columns {
-        let (name, ty) = column_header(&mut input)
+        let (name, ty_name, ty) = column_header(&mut input)
             .map_err(|e| at_row(first_row, DecodeError::new(None, None, e)))?;
-        read_prefix(&ty, &mut input)
-            .and_then(|()| skip(&ty, &mut input, rows as u64))
-            .map_err(|e| at_row(first_row, DecodeError::new(None, Some(name.to_owned()), e)))?;
-        names.push(name.to_owned());
+        if rows > 0 {
+            read_prefix(&ty, &mut input)
+                .and_then(|()| skip(&ty, &mut input, rows as u64))
+                .map_err(|e| at_row(first_row, DecodeError::new(None, Some(name.to_owned()), e)))?;
+        }
+        declared.push((name.to_owned(), ty_name.to_owned()));
     }
-    Ok(names)
+    Ok(declared)
 }
 
 /// A block with rows, as the first block named its columns.
@@ -159,7 +153,6 @@ impl Block<'_> {
     /// Reads the block's columns, its counts already read, into the table's.
     fn read(
         &self,
-        schema: &TableSchema,
         input: &mut Input<'_>,
         columns: u64,
         table: &mut Columns<'_>,
@@ -169,7 +162,7 @@ impl Block<'_> {
             return Err(whole(self.differs(columns)));
         }
         for (index, expected) in self.names.iter().enumerate() {
-            let (name, ty) = column_header(input).map_err(whole)?;
+            let (name, _, ty) = column_header(input).map_err(whole)?;
             if name != expected {
                 return Err(whole(self.differs(columns)));
             }
@@ -178,10 +171,10 @@ impl Block<'_> {
                 at_row(self.first_row + row.unwrap_or(0), error)
             };
             read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
-            match schema.columns().iter().find(|c| c.name == name) {
-                Some(column) => {
+            match table.target_type(index) {
+                Some(target) => {
                     let put = &mut |_: usize, value: Value<'_>| table.push(index, value);
-                    visit(&ty, input, self.rows, column.ty, None, put).map_err(in_column)?;
+                    visit(&ty, input, self.rows, target, None, put).map_err(in_column)?;
                 }
                 None => skip(&ty, input, self.rows as u64).map_err(|e| in_column((None, e)))?,
             }

@@ -326,12 +326,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         match result {
             Ok(()) => Ok(()),
-            Err(Refusal::Answer(error)) => {
-                let kind = error.kind;
-                count_rejection(kind);
-                self.send(|out| exception(out, &error)).await?;
-                Ok(())
-            }
+            Err(Refusal::Answer(error)) => Ok(self.send_exception(&error).await?),
             Err(Refusal::End(end)) => Err(end),
         }
     }
@@ -463,11 +458,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.stream.flush().await
     }
 
+    /// Counts the refusal and sends its exception packet.
+    async fn send_exception(&mut self, error: &ApiError) -> std::io::Result<()> {
+        count_rejection(error.kind);
+        self.send(|out| exception(out, error)).await
+    }
+
     /// Sends the exception, then drains what the client still sends for a moment and closes,
     /// so that the client reads the exception rather than a reset.
     async fn refuse(&mut self, error: ApiError) {
-        count_rejection(error.kind);
-        if self.send(|out| exception(out, &error)).await.is_err() {
+        if self.send_exception(&error).await.is_err() {
             return;
         }
         let _ = self.stream.shutdown().await;
