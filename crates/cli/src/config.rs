@@ -37,6 +37,9 @@ pub const WAL_DIR: &str = "_sluice/wal";
 /// Where batches a store refuses for good are kept (`_dead` is a reserved table name).
 pub const DEAD_LETTER_DIR: &str = "_dead";
 
+/// Where the keys of landed inserts are kept, under the data directory: a folder per table.
+pub const KEY_JOURNAL_DIR: &str = "_sluice/keys";
+
 /// `[tls]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -437,6 +440,7 @@ impl FileConfig {
         let pipeline = PipelineConfig {
             wal,
             dead_letters: Some(data_dir.join(DEAD_LETTER_DIR)),
+            key_journal: Some(data_dir.join(KEY_JOURNAL_DIR)),
             max_buffer_bytes,
             max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),

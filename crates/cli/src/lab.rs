@@ -19,6 +19,7 @@ use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::merge_sim::{self, MergeSimConfig, MergeSimReport};
 use sluice_lab::overload::{self, OverloadConfig};
 use sluice_lab::plot;
+use sluice_lab::resend::{self, ResendConfig, Store};
 
 /// `sluice lab` subcommands.
 #[derive(Debug, Subcommand)]
@@ -33,6 +34,9 @@ pub enum LabCommand {
     Knee(KneeArgs),
     /// Kill a loaded server with SIGKILL again and again; check every durable row landed once.
     Crash(CrashArgs),
+    /// Producers that resend every unanswered insert, against a server killed with SIGKILL
+    /// again and again: every row once with insert keys, duplicates without.
+    Resend(ResendArgs),
     /// Async, durable and committed acks side by side: rows/s, latency, WAL fsyncs/s.
     Acks(AcksArgs),
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
@@ -264,6 +268,55 @@ pub struct CrashArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab resend` flags.
+#[derive(Debug, Args)]
+pub struct ResendArgs {
+    /// Where the rows land.
+    #[arg(long, value_enum, default_value_t = StoreArg::Lake)]
+    store: StoreArg,
+    /// The PostgreSQL server of `--store postgres` (`postgres://user@127.0.0.1:5432/db`); its
+    /// table `resend` must hold no rows yet.
+    #[arg(long, required_if_eq("store", "postgres"))]
+    postgres_url: Option<String>,
+    /// Send inserts without keys, to count the rows resends land twice.
+    #[arg(long)]
+    no_keys: bool,
+    /// How many times to kill the server.
+    #[arg(long, default_value_t = 10)]
+    cycles: usize,
+    /// Concurrent producers, running through every restart.
+    #[arg(long, default_value_t = 16)]
+    producers: usize,
+    /// Rows per insert.
+    #[arg(long, default_value_t = 1)]
+    rows_per_insert: usize,
+    /// Shortest life of a server before the kill.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "300ms")]
+    min_run: Duration,
+    /// Longest life of a server before the kill.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1200ms")]
+    max_run: Duration,
+    /// The ack mode asked for.
+    #[arg(long, default_value = "durable")]
+    ack: String,
+    /// Seed of the kill times and the events.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The stores `sluice lab resend` can land in.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StoreArg {
+    Lake,
+    Sqlite,
+    Postgres,
+}
+
 /// `sluice lab acks` flags.
 #[derive(Debug, Args)]
 pub struct AcksArgs {
@@ -401,6 +454,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::MergeSim(args) => run_merge_sim(args),
         LabCommand::Knee(args) => run_knee(args).await,
         LabCommand::Crash(args) => run_crash(args, binary).await,
+        LabCommand::Resend(args) => run_resend(args, binary).await,
         LabCommand::Overload(args) => run_overload(args, binary).await,
         LabCommand::Compaction(args) => run_compaction(args).await,
         LabCommand::Clickhouse(args) => run_clickhouse(args, binary).await,
@@ -503,6 +557,103 @@ fn print_crash(report: &crash::CrashReport) {
         );
     }
     println!("  {}", verdict(report.passed()));
+}
+
+/// `sluice lab resend`: producers that resend until answered, across kills. Fails when an
+/// acknowledged row is missing or an insert was given up, and with keys when a row landed twice.
+async fn run_resend(args: ResendArgs, binary: PathBuf) -> Result<ExitCode> {
+    let store = match (args.store, args.postgres_url) {
+        (StoreArg::Lake, None) => Store::Lake,
+        (StoreArg::Sqlite, None) => Store::Sqlite,
+        (StoreArg::Postgres, Some(url)) => Store::Postgres(url),
+        (StoreArg::Postgres, None) => anyhow::bail!("--store postgres needs --postgres-url"),
+        (_, Some(_)) => anyhow::bail!("--postgres-url goes with --store postgres"),
+    };
+    let (dir, _temp) = args.scratch.open()?;
+    let config = ResendConfig {
+        binary,
+        data_dir: dir,
+        store,
+        keys: !args.no_keys,
+        cycles: args.cycles,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        min_run: args.min_run,
+        max_run: args.max_run,
+        ack: args.ack,
+        seed: args.seed,
+    };
+    let report = resend::run(config, |i, cycle| {
+        eprintln!(
+            "cycle {:>3}: killed after {:>5} ms, {:>8} inserts answered, {:>6} resends",
+            i + 1,
+            cycle.ran_ms,
+            cycle.answered,
+            cycle.resends
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    write_json(args.json.as_ref(), &report)?;
+    print_resend(&report);
+    Ok(exit_code(report.passed()))
+}
+
+/// The resend test's phases, counts and audit, as a table on stdout.
+fn print_resend(report: &resend::ResendReport) {
+    let a = &report.audit;
+    println!(
+        "resend test: {} kills with SIGKILL, {} producers resending until answered, keys {}, \
+         store {}",
+        report.cycles.len(),
+        report.producers,
+        if report.keys { "on" } else { "off" },
+        report.store
+    );
+    println!(
+        "  {:>7} {:>8} {:>10} {:>8}",
+        "cycle", "ran ms", "answered", "resends"
+    );
+    let numbered = (report.cycles.iter().enumerate()).map(|(i, p)| ((i + 1).to_string(), p));
+    for (name, phase) in numbered.chain([("drain".to_owned(), &report.drain)]) {
+        println!(
+            "  {:>7} {:>8} {:>10} {:>8}",
+            name, phase.ran_ms, phase.answered, phase.resends
+        );
+    }
+    println!("  inserts answered   {:>10}", report.inserts);
+    println!("  resends            {:>10}", report.resends);
+    println!("  duplicate answers  {:>10}", report.duplicate_answers);
+    println!(
+        "  given up           {:>10}{}",
+        report.given_up,
+        given_up_statuses(report)
+    );
+    println!("  acknowledged rows  {:>10}", a.acked);
+    println!("  ids in the store   {:>10}", a.landed);
+    println!("  lost               {:>10}", a.lost);
+    println!("  duplicated         {:>10}", a.duplicated);
+    println!("  elapsed            {:>10.1} s", report.elapsed_s);
+    if !a.lost_examples.is_empty() || !a.duplicated_examples.is_empty() {
+        println!(
+            "  lost e.g. {:?}, duplicated e.g. {:?}",
+            a.lost_examples, a.duplicated_examples
+        );
+    }
+    println!("  {}", verdict(report.passed()));
+}
+
+/// ` (400: 1, 409: 2)` after the count of given-up inserts, or nothing when there were none.
+fn given_up_statuses(report: &resend::ResendReport) -> String {
+    if report.given_up_by_status.is_empty() {
+        return String::new();
+    }
+    let statuses: Vec<String> = report
+        .given_up_by_status
+        .iter()
+        .map(|(status, n)| format!("{status}: {n}"))
+        .collect();
+    format!(" ({})", statuses.join(", "))
 }
 
 /// `sluice lab overload`: takes the store down under a load far past the buffer. Fails unless

@@ -47,8 +47,8 @@ pub use partition::{EmptyValue, Grouped, PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
 pub use schema::{Column, ColumnType, TableSchema};
 pub use sink::{
-    Catalog, CatalogError, FlushBatch, FlushId, Landed, PartitionParts, Sink, SinkError,
-    SinkErrorKind,
+    Catalog, CatalogError, FlushBatch, FlushId, InsertKey, KeysToKeep, Landed, PartitionParts,
+    Sink, SinkError, SinkErrorKind,
 };
 pub use table::{SortOrder, TableDef, TableLayout};
 pub use throttle::{PartsThrottle, ThrottleConfig, Verdict};

@@ -53,6 +53,32 @@ pub struct FlushBatch<'a> {
     /// The rows in order, sorted by the table's sort key: the batches the inserts arrived in
     /// when the table has no sort key, so a flush copies no rows on its way to the sink.
     pub batches: Vec<RecordBatch>,
+    /// The keys of the keyed inserts whose rows the flush holds, for a store that keeps them
+    /// ([`Sink::keeps_keys`]) in the transaction that lands the rows. Empty for other stores.
+    pub keys: KeysToKeep,
+}
+
+/// An insert's key as a store keeps it: the key, the hash of the insert's rows, and when it
+/// landed. A store keeps it per table and partition, since each partition's rows of an insert
+/// land in a flush of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertKey {
+    /// The key, 1 to 256 bytes.
+    pub key: String,
+    /// The hash of the whole insert's rows, stable across processes.
+    pub rows_hash: u64,
+}
+
+/// The keys a flush asks its store to keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeysToKeep {
+    /// The keys, each new to the store (or past its window there).
+    pub keys: Vec<InsertKey>,
+    /// When the flush was made, Unix milliseconds: the keys' landing time.
+    pub now_ms: i64,
+    /// Keys that landed before this, Unix milliseconds, are past their window: the store may
+    /// delete them, and takes one of them as new.
+    pub expired_before_ms: i64,
 }
 
 /// What a sink reports after landing a flush.
@@ -177,6 +203,28 @@ pub trait Sink: Send + Sync + 'static {
     fn active_parts(&self, table: &TableName) -> Option<Vec<PartitionParts>> {
         let _ = table;
         None
+    }
+
+    /// Whether the store keeps insert keys in the transaction that lands their rows
+    /// ([`FlushBatch::keys`]), so that sluice processes writing one table land a keyed insert
+    /// once between them. Such a store is asked [`Sink::held_keys`] before each flush with
+    /// keys, and refuses a flush (retriably) whose key another process landed meanwhile.
+    fn keeps_keys(&self) -> bool {
+        false
+    }
+
+    /// Which of `keys` the store already holds for `table`'s `partition`, landed at or after
+    /// `since_ms` (Unix milliseconds), each with the rows hash it was kept with. Asked only of a
+    /// store that [keeps keys](Sink::keeps_keys).
+    fn held_keys<'a>(
+        &'a self,
+        table: &'a TableName,
+        partition: &'a PartitionKey,
+        keys: &'a [InsertKey],
+        since_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<InsertKey>, SinkError>> {
+        let _ = (table, partition, keys, since_ms);
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// What this store makes of an empty string as a partition value. Inserts with one are

@@ -7,6 +7,8 @@
 //! - [`load`]: the HTTP load generator: N producers, each on its own keep-alive connection,
 //!   sending inserts of R rows at a target rate or as fast as possible.
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
+//! - [`resend`]: producers that resend until answered, across SIGKILLs: once with keys, and the
+//!   duplicates without.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
@@ -33,5 +35,6 @@ pub mod native_client;
 pub mod overload;
 pub mod plot;
 pub mod process;
+pub mod resend;
 pub mod services;
 pub mod verify;

@@ -478,7 +478,8 @@ async fn send(
     Ok((status, reason))
 }
 
-async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>, ()> {
+/// An HTTP/1.1 connection to `addr` that stays open between requests; its driver runs as a task.
+pub(crate) async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>, ()> {
     let stream = TcpStream::connect(addr).await.map_err(|_| ())?;
     let _ = stream.set_nodelay(true);
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

@@ -1,6 +1,6 @@
-//! Reading back what sluice wrote: the `id` of every row of a table's live files (as its Delta
-//! log lists them), with how often each appears, so a test or the crash lab can say "exactly
-//! once".
+//! Reading back what sluice wrote: the `id` of every row of a table, with how often each
+//! appears, so a test or a lab can say "exactly once". In the lake the rows are those of the
+//! table's live files (as its Delta log lists them); SQLite and PostgreSQL are asked directly.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -46,6 +46,58 @@ pub fn id_counts(data_dir: &Path, table: &str) -> Result<HashMap<i64, usize>, St
         }
     }
     Ok(counts)
+}
+
+/// How often each `id` appears in `table` of the SQLite database at `path`.
+pub fn sqlite_id_counts(path: &Path, table: &str) -> Result<HashMap<i64, usize>, String> {
+    let describe = |e: rusqlite::Error| format!("{}: {e}", path.display());
+    // Read-only: a missing database is an error, not a new empty one.
+    let connection =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(describe)?;
+    let mut query = connection
+        .prepare(&format!("SELECT id, count(*) FROM \"{table}\" GROUP BY id"))
+        .map_err(describe)?;
+    let rows = query
+        .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))
+        .map_err(describe)?;
+    rows.map(|row| row.map(|(id, n)| (id, n as usize)).map_err(describe))
+        .collect()
+}
+
+/// How often each `id` appears in `table` of the PostgreSQL database at `url`; none when the
+/// table does not exist.
+pub async fn postgres_id_counts(url: &str, table: &str) -> Result<HashMap<i64, usize>, String> {
+    let describe = |e: tokio_postgres::Error| format!("PostgreSQL: {e}");
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?;
+    // The connection ends when the client is dropped.
+    tokio::spawn(connection);
+    // sluice double-quotes the identifiers it creates.
+    let quoted = format!("\"{table}\"");
+    let exists: Option<String> = client
+        .query_one("SELECT to_regclass($1)::text", &[&quoted])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(describe)?;
+    if exists.is_none() {
+        return Ok(HashMap::new());
+    }
+    let rows = client
+        .query(
+            &format!("SELECT id, count(*) FROM {quoted} GROUP BY id"),
+            &[],
+        )
+        .await
+        .map_err(describe)?;
+    rows.iter()
+        .map(|row| {
+            let id: i64 = row.try_get(0).map_err(describe)?;
+            let n: i64 = row.try_get(1).map_err(describe)?;
+            Ok((id, n as usize))
+        })
+        .collect()
 }
 
 /// Acknowledged ids that are missing, and ids that appear more than once.

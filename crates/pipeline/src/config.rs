@@ -64,6 +64,10 @@ pub struct PipelineConfig {
     pub dead_letters: Option<std::path::PathBuf>,
     /// How long and how many insert keys each table remembers.
     pub keys: crate::keys::KeyWindow,
+    /// Where the keys of landed inserts are kept for their window, a folder per table
+    /// (`DATA_DIR/_sluice/keys`). `None` keeps them in memory (and, for logged inserts not yet
+    /// landed, in the log): a restart forgets the keys of inserts that landed.
+    pub key_journal: Option<std::path::PathBuf>,
 }
 
 impl Default for PipelineConfig {
@@ -81,6 +85,7 @@ impl Default for PipelineConfig {
             backoff: Backoff::default(),
             wal: None,
             keys: crate::keys::KeyWindow::default(),
+            key_journal: None,
             dead_letters: None,
         }
     }

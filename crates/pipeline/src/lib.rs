@@ -39,7 +39,7 @@ pub use config::{
 };
 pub use error::{InsertError, PartitionLimit, StartError};
 pub use keys::{
-    DEFAULT_KEY_WINDOW, DEFAULT_MAX_KEYS, KEY_OVERHEAD, KeyStatus, KeyWindow, MAX_KEY_LEN,
+    DEFAULT_KEY_WINDOW, DEFAULT_MAX_KEYS, Held, KEY_OVERHEAD, KeyStatus, KeyWindow, MAX_KEY_LEN,
     check_key,
 };
 pub use memory::{INSERT_OVERHEAD, MemoryBudget, Reservation};

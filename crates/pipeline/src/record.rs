@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! version u8 (1) | kind u8 | table len u16 | table | kind-specific
+//! version u8 (2) | kind u8 | table len u16 | table | key len u16 | key | rows hash u64
+//!                | kind-specific
 //! kind 1, NDJSON:    flags u8 (1 = skip unknown fields, 2 = column list,
 //!                              4 = JSON checked strictly, 8 = ClickHouse's framing,
 //!                              16 = a number for a timestamp is seconds,
@@ -25,6 +27,11 @@
 //! with flag 8 and without it replays with such numbers as microseconds, as it was acknowledged
 //! ([`JsonDialect::ClickHouseMicros`]).
 //!
+//! A keyed insert is logged as version 2, with its key and the hash of its decoded rows, so
+//! replay recovers the key with the rows and a resend after a crash is still recognised. An
+//! insert without a key stays version 1, which every sluice reads; an older one refuses a
+//! version 2 record rather than lose its key.
+//!
 //! Bodies in ClickHouse's other formats are kind 3, which a sluice that does not read them
 //! refuses by kind rather than misreading. A positional body (no header) is logged with the
 //! column names its values were read by, so a column added to the table since does not shift
@@ -34,6 +41,7 @@ use arrow::array::RecordBatch;
 use sluice_core::{DecodeOptions, Header, InputFormat, JsonDialect};
 
 const VERSION: u8 = 1;
+const VERSION_KEYED: u8 = 2;
 const KIND_NDJSON: u8 = 1;
 const KIND_ARROW: u8 = 2;
 const KIND_FORMAT: u8 = 3;
@@ -46,34 +54,48 @@ const FLAG_NULL_AS_DEFAULT: u8 = 32;
 
 /// A logged insert.
 #[derive(Debug, Clone)]
-pub(crate) enum Record<'a> {
+pub(crate) struct Record<'a> {
+    /// The table the insert went to.
+    pub(crate) table: &'a str,
+    /// Its key, when it had one.
+    pub(crate) key: Option<LoggedKey<'a>>,
+    /// Its rows.
+    pub(crate) rows: Rows<'a>,
+}
+
+/// An insert's key and the hash of its decoded rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LoggedKey<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) rows_hash: u64,
+}
+
+/// A logged insert's rows.
+#[derive(Debug, Clone)]
+pub(crate) enum Rows<'a> {
     /// A body (NDJSON, or one of ClickHouse's formats) with its decoding options.
     Body {
-        table: &'a str,
         options: DecodeOptions,
         body: &'a [u8],
     },
     /// An Arrow IPC stream (from the library API).
-    Arrow { table: &'a str, ipc: &'a [u8] },
+    Arrow { ipc: &'a [u8] },
 }
 
-impl<'a> Record<'a> {
-    /// The table the insert went to.
-    pub(crate) fn table(&self) -> &'a str {
-        match self {
-            Record::Body { table, .. } | Record::Arrow { table, .. } => table,
-        }
-    }
-}
-
-/// Encodes an insert's body with its decoding options.
-pub(crate) fn encode_body(table: &str, options: &DecodeOptions, body: &[u8]) -> Vec<u8> {
+/// Encodes an insert's body with its decoding options and its key.
+pub(crate) fn encode_body(
+    table: &str,
+    key: Option<LoggedKey<'_>>,
+    options: &DecodeOptions,
+    body: &[u8],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + table.len() + body.len());
     let json = options.format == InputFormat::JsonEachRow;
     head(
         &mut out,
         if json { KIND_NDJSON } else { KIND_FORMAT },
         table,
+        key,
     );
     let mut flags = 0;
     if options.skip_unknown_fields {
@@ -149,7 +171,7 @@ fn format_of(format: u8, header: u8) -> Result<InputFormat, String> {
 /// Encodes an Arrow batch as an IPC stream.
 pub(crate) fn encode_arrow(table: &str, batch: &RecordBatch) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    head(&mut out, KIND_ARROW, table);
+    head(&mut out, KIND_ARROW, table, None);
     let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
         .map_err(|e| e.to_string())?;
     writer.write(batch).map_err(|e| e.to_string())?;
@@ -165,11 +187,24 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
         pos: 0,
     };
     let version = r.u8()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_KEYED {
         return Err(format!("unknown record version {version}"));
     }
     let kind = r.u8()?;
     let table = r.str()?;
+    let key = match version {
+        VERSION_KEYED => Some(LoggedKey {
+            key: r.str()?,
+            rows_hash: r.u64()?,
+        }),
+        _ => None,
+    };
+    let rows = decode_rows(kind, &mut r)?;
+    Ok(Record { table, key, rows })
+}
+
+/// The rows of a record of `kind`, from `r` on.
+fn decode_rows<'a>(kind: u8, r: &mut Reader<'a>) -> Result<Rows<'a>, String> {
     match kind {
         KIND_NDJSON | KIND_FORMAT => {
             let flags = r.u8()?;
@@ -195,16 +230,12 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                 options.format = format_of(format, header)?;
                 options.csv_delimiter = Some(delimiter);
             }
-            Ok(Record::Body {
-                table,
+            Ok(Rows::Body {
                 options,
                 body: r.rest(),
             })
         }
-        KIND_ARROW => Ok(Record::Arrow {
-            table,
-            ipc: r.rest(),
-        }),
+        KIND_ARROW => Ok(Rows::Arrow { ipc: r.rest() }),
         other => Err(format!("unknown record kind {other}")),
     }
 }
@@ -232,10 +263,18 @@ pub(crate) fn read_arrow(ipc: &[u8]) -> Result<RecordBatch, String> {
     }
 }
 
-fn head(out: &mut Vec<u8>, kind: u8, table: &str) {
-    out.push(VERSION);
+fn head(out: &mut Vec<u8>, kind: u8, table: &str, key: Option<LoggedKey<'_>>) {
+    out.push(if key.is_some() {
+        VERSION_KEYED
+    } else {
+        VERSION
+    });
     out.push(kind);
     put_str(out, table);
+    if let Some(key) = key {
+        put_str(out, key.key);
+        out.extend_from_slice(&key.rows_hash.to_le_bytes());
+    }
 }
 
 fn put_u16(out: &mut Vec<u8>, n: usize) {
@@ -271,6 +310,11 @@ impl<'a> Reader<'a> {
         Ok(u16::from_le_bytes([b[0], b[1]]) as usize)
     }
 
+    fn u64(&mut self) -> Result<u64, String> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
     fn str(&mut self) -> Result<&'a str, String> {
         let n = self.u16()?;
         std::str::from_utf8(self.take(n)?)
@@ -302,20 +346,17 @@ mod tests {
                 columns: Some(vec!["a".into(), "b c".into()]),
                 ..DecodeOptions::default()
             };
-            let bytes = encode_body("events", &options, b"{\"a\":1}\n");
-            let Record::Body {
-                table,
-                options: got,
-                body,
-            } = decode(&bytes).unwrap()
-            else {
+            let bytes = encode_body("events", None, &options, b"{\"a\":1}\n");
+            let record = decode(&bytes).unwrap();
+            let Rows::Body { options: got, body } = record.rows else {
                 panic!("wrong kind");
             };
-            assert_eq!((table, body), ("events", &b"{\"a\":1}\n"[..]));
+            assert_eq!((record.table, body), ("events", &b"{\"a\":1}\n"[..]));
+            assert_eq!(bytes[0], 1, "an insert without a key is version 1");
             assert_eq!(got, options);
         }
-        let plain = encode_body("t", &DecodeOptions::default(), b"x");
-        let Record::Body { options, .. } = decode(&plain).unwrap() else {
+        let plain = encode_body("t", None, &DecodeOptions::default(), b"x");
+        let Rows::Body { options, .. } = decode(&plain).unwrap().rows else {
             panic!("wrong kind");
         };
         assert_eq!(options, DecodeOptions::default());
@@ -332,11 +373,8 @@ mod tests {
                 null_as_default: true,
                 ..DecodeOptions::default()
             };
-            let bytes = encode_body("t", &options, b"\x01\x02");
-            let Record::Body {
-                options: got, body, ..
-            } = decode(&bytes).unwrap()
-            else {
+            let bytes = encode_body("t", None, &options, b"\x01\x02");
+            let Rows::Body { options: got, body } = decode(&bytes).unwrap().rows else {
                 panic!("wrong kind");
             };
             assert_eq!(body, b"\x01\x02", "{name}");
@@ -353,7 +391,7 @@ mod tests {
     fn a_record_logged_before_strict_json_replays_leniently() {
         // version 1, NDJSON, table "t", flags 1 (skip unknown fields), the body.
         let logged = b"\x01\x01\x01\x00t\x01{\"a\": 1 \"b\": 2}";
-        let Record::Body { options, body, .. } = decode(logged).unwrap() else {
+        let Rows::Body { options, body } = decode(logged).unwrap().rows else {
             panic!("wrong kind");
         };
         assert_eq!(options.dialect, JsonDialect::Lenient);
@@ -365,7 +403,7 @@ mod tests {
     fn a_clickhouse_record_logged_before_seconds_replays_in_microseconds() {
         // version 1, NDJSON, table "t", flags 4 | 8 (strict, ClickHouse), the body.
         let logged = b"\x01\x01\x01\x00t\x0c{\"ts\": 1795953600000000}";
-        let Record::Body { options, .. } = decode(logged).unwrap() else {
+        let Rows::Body { options, .. } = decode(logged).unwrap().rows else {
             panic!("wrong kind");
         };
         assert_eq!(options.dialect, JsonDialect::ClickHouseMicros);
@@ -373,7 +411,7 @@ mod tests {
             dialect: JsonDialect::ClickHouse,
             ..DecodeOptions::default()
         };
-        assert_eq!(encode_body("t", &now, b"{}")[5], 4 | 8 | 16);
+        assert_eq!(encode_body("t", None, &now, b"{}")[5], 4 | 8 | 16);
     }
 
     #[test]
@@ -382,11 +420,30 @@ mod tests {
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]).unwrap();
         let bytes = encode_arrow("t", &batch).unwrap();
-        let Record::Arrow { table, ipc } = decode(&bytes).unwrap() else {
+        let record = decode(&bytes).unwrap();
+        let Rows::Arrow { ipc } = record.rows else {
             panic!("wrong kind");
         };
-        assert_eq!(table, "t");
+        assert_eq!(record.table, "t");
         assert_eq!(read_arrow(ipc).unwrap(), batch);
+    }
+
+    #[test]
+    fn a_key_travels_with_its_insert() {
+        let key = LoggedKey {
+            key: "batch-17",
+            rows_hash: 0x0123_4567_89ab_cdef,
+        };
+        let options = DecodeOptions::default();
+        let bytes = encode_body("t", Some(key), &options, b"{\"a\":1}\n");
+        assert_eq!(bytes[0], 2);
+        let record = decode(&bytes).unwrap();
+        assert_eq!((record.table, record.key), ("t", Some(key)));
+        let Rows::Body { options: got, body } = record.rows else {
+            panic!("wrong kind");
+        };
+        assert_eq!((got, body), (options, &b"{\"a\":1}\n"[..]));
+        assert!(decode(&bytes[..12]).is_err(), "a key cut short");
     }
 
     #[test]
@@ -397,6 +454,8 @@ mod tests {
             b"\x02\x01\x00\x00",
             b"\x01\x01\xff\xff",
             b"\x01\x09\x00\x00",
+            b"\x03\x01\x00\x00",
+            b"\x02\x01\x01\x00t\x01\x00k\x00",
         ] {
             assert!(decode(bytes).is_err(), "{bytes:?}");
         }

@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_core::{DecodeOptions, JsonDialect};
-use sluice_pipeline::{AckMode, Admission, Insert, KeyStatus, TableInfo};
+use sluice_pipeline::{AckMode, Admission, Held, Insert, KeyStatus, TableInfo};
 
 use crate::AppState;
 use crate::body::{check_rows, read_body};
@@ -144,11 +144,16 @@ pub(crate) async fn insert_status(
     let (status, rows, reason) = match state.pipeline.key_status(&table, &key) {
         KeyStatus::Unknown => ("unknown", None, None),
         KeyStatus::InFlight => ("in_flight", None, None),
-        KeyStatus::Accepted { rows, ack } => {
-            let status = match ack {
-                AckMode::Async => "buffered",
-                AckMode::Durable => "durable",
-                AckMode::Committed => "committed",
+        KeyStatus::Accepted { rows, held } => {
+            let status = match held {
+                Held::Buffered => "buffered",
+                Held::Durable => "durable",
+                Held::Committed { flush } => {
+                    if let Some(flush) = flush.filter(|f| !f.is_empty()) {
+                        answer["flush"] = Value::from(&*flush);
+                    }
+                    "committed"
+                }
             };
             (status, Some(rows), None)
         }

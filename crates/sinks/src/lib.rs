@@ -21,6 +21,7 @@ pub mod catalog;
 pub mod clickhouse;
 pub(crate) mod fit;
 pub mod fsio;
+pub mod keys;
 pub mod lake;
 pub mod ledger;
 pub mod postgres;
@@ -29,6 +30,7 @@ pub(crate) mod writer;
 
 pub use catalog::FileCatalog;
 pub use clickhouse::{ClickHouseConfig, ClickHouseSink};
+pub use keys::KEYS_TABLE;
 pub use lake::{LakeConfig, LakeSink};
 pub use ledger::{LEDGER_TABLE, LedgerWriter};
 pub use postgres::{PostgresConfig, PostgresSink};

@@ -442,6 +442,7 @@ async fn types_and_partitions_land_as_documented() {
             table: &table,
             id,
             batches: vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)],
+            keys: Default::default(),
         })
         .await
         .unwrap();

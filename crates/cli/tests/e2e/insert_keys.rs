@@ -185,3 +185,90 @@ for _ in range(2):
     );
     assert_eq!(ids(server), [10, 20]);
 }
+
+/// A config whose table `t` lands in `sink` (a `[sinks.db]` body), flushing at once.
+fn store_config(sink: &str) -> String {
+    format!(
+        "[flush]\nmax_age = \"100ms\"\n\n[sinks.db]\n{sink}\n\n[tables.t]\nsink = \"db\"\n\
+         columns = [\n  {{ name = \"id\", type = \"int64\", nullable = false }},\n  \
+         {{ name = \"name\", type = \"string\" }},\n]\n"
+    )
+}
+
+/// Two sluice processes, each with its own data directory, write one table of `sink`: a keyed
+/// insert resent to the second after the first landed it is left out there, since the store
+/// keeps the key with the rows. A key the store holds for other rows is not a resend: those
+/// rows land too. Returns both servers, for the caller to stop and read the store.
+async fn two_sluices_land_a_keyed_resend_once(sink: &str) -> (Server, Server) {
+    let config = store_config(sink);
+    let (first, second) = (Server::start(&config), Server::start(&config));
+    let rows = "{\"id\":1,\"name\":\"a\"}\n{\"id\":2}\n";
+    let (status, duplicate, _) = post(&first, "committed", "shared-1", rows).await;
+    assert_eq!((status, duplicate), (StatusCode::OK, false));
+    // The second has never seen the key: it takes the insert, and its flush leaves it out.
+    let (status, duplicate, _) = post(&second, "committed", "shared-1", rows).await;
+    assert_eq!((status, duplicate), (StatusCode::OK, false));
+    let (status, _, _) = post(&second, "committed", "shared-1", "{\"id\":3}\n").await;
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "the second knows it now"
+    );
+    // Other rows under a key the store holds are another producer's mistake, not a resend:
+    // they land rather than be lost.
+    let (status, _, _) = post(&second, "committed", "shared-2", "{\"id\":4}\n").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = post(&first, "committed", "shared-2", "{\"id\":5}\n").await;
+    assert_eq!(status, StatusCode::OK, "the first never saw shared-2");
+    (first, second)
+}
+
+fn stop(mut server: Server) {
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sluices_writing_one_sqlite_table_land_a_keyed_resend_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    let sink = format!("type = \"sqlite\"\npath = {:?}", db.display().to_string());
+    let (first, second) = two_sluices_land_a_keyed_resend_once(&sink).await;
+    stop(first);
+    stop(second);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut stmt = conn.prepare("SELECT id FROM t ORDER BY id").unwrap();
+    let ids: Vec<i64> = stmt
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(ids, [1, 2, 4, 5]);
+    let keys: i64 = conn
+        .query_row("SELECT count(*) FROM _sluice_insert_keys", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(keys, 2, "shared-1 once; shared-2 once, for id 4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sluices_writing_one_postgres_table_land_a_keyed_resend_once() {
+    let pg = sluice_lab::services::Postgres::start().unwrap();
+    let sink = format!("type = \"postgres\"\nurl = {:?}", pg.url);
+    let (first, second) = two_sluices_land_a_keyed_resend_once(&sink).await;
+    stop(first);
+    stop(second);
+    let (client, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let ids: Vec<i64> = client
+        .query("SELECT id FROM t ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(ids, [1, 2, 4, 5]);
+}

@@ -26,6 +26,7 @@ mod lake_layout;
 mod lake_s3;
 mod lake_throttle;
 mod postgres_sink;
+mod resend_crash;
 mod shutdown_mid_load;
 mod sqlite_sink;
 mod strict_json;

@@ -516,6 +516,7 @@ async fn types_land_as_documented_and_a_replayed_flush_is_skipped() {
             last_seq: 11,
         },
         batches: vec![batch],
+        keys: Default::default(),
     };
     assert_eq!(sink.write(flush(batch.clone())).await.unwrap().parts, 1);
     assert_eq!(

@@ -38,9 +38,10 @@ use crate::ack::{AckMode, Failure, Outcome, Waiter};
 use crate::clock;
 use crate::config::PipelineConfig;
 use crate::error::{InsertError, PartitionLimit};
-use crate::keys::{Begin, KeyStatus, KeyTable, check_key};
+use crate::keys::{Begin, Held, KeyStatus, KeyTable, KeyedInsert, check_key};
 use crate::memory::MemoryBudget;
 use crate::record;
+use crate::record::LoggedKey;
 use crate::stats::{TableInfo, TableStats, WalInfo};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Piece, Split, WriterReport};
 
@@ -134,7 +135,7 @@ struct TableHandle {
     inserts: Counter,
     delayed: Counter,
     /// The keys of recent inserts.
-    keys: KeyTable,
+    keys: Arc<KeyTable>,
     duplicates: Counter,
 }
 
@@ -164,6 +165,16 @@ struct Terms {
     ack: AckMode,
     admission: Admission,
     max_partitions: Option<usize>,
+}
+
+/// What an insert hands its table's writer.
+struct Handed {
+    pieces: Vec<Piece>,
+    /// Its log record, when it is to be logged.
+    payload: Option<Vec<u8>>,
+    /// What a `committed` insert waits on.
+    waiter: Option<Arc<Waiter>>,
+    keyed: Option<Arc<KeyedInsert>>,
 }
 
 /// `options` with the column names a positional body's values are read by: a body in a format
@@ -264,7 +275,14 @@ impl Pipeline {
                 return Err(error);
             }
         };
-        let record = || Ok(record::encode_body(insert.table, &options, insert.body));
+        let record = |key: Option<LoggedKey<'_>>| {
+            Ok(record::encode_body(
+                insert.table,
+                key,
+                &options,
+                insert.body,
+            ))
+        };
         let terms = Terms {
             ack: insert.ack,
             admission: insert.admission,
@@ -272,13 +290,16 @@ impl Pipeline {
         };
         let bytes = insert.body.len() as u64;
         let Some(key) = insert.key else {
-            return self.submit(&handle, batch, bytes, terms, record).await;
+            return self
+                .submit(&handle, batch, bytes, terms, None, record)
+                .await;
         };
         // A keyed insert runs to its outcome in a task of its own: a client that goes away
         // mid-insert must not leave its key in flight, with the rows' fate unknown.
         let (pipeline, key) = (self.clone(), key.to_owned());
         let (table, body) = (insert.table.to_owned(), insert.body.to_vec());
-        let record = move || Ok(record::encode_body(&table, &options, &body));
+        let record =
+            move |key: Option<LoggedKey<'_>>| Ok(record::encode_body(&table, key, &options, &body));
         tokio::spawn(async move {
             pipeline
                 .submit_keyed(&handle, &key, batch, bytes, terms, record)
@@ -289,7 +310,8 @@ impl Pipeline {
     }
 
     /// Submits an insert with `key`, unless an insert with the key and the same rows was
-    /// accepted within the window (answered from it) or is in flight (waited for first).
+    /// accepted within the window and is as safe as this one asks (answered from it), or is in
+    /// flight or less safe (waited for first, up to the ack timeout).
     async fn submit_keyed(
         &self,
         handle: &TableHandle,
@@ -297,25 +319,30 @@ impl Pipeline {
         batch: RecordBatch,
         bytes: u64,
         terms: Terms,
-        record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
+        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Vec<u8>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let rows_hash = crate::keys::rows_hash(&batch);
+        let timeout = self.inner.config.ack_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let begun = handle.keys.begin(key, rows_hash, clock::now());
-            match begun {
+            match handle.keys.begin(key, rows_hash, terms.ack, clock::now()) {
                 Begin::New => break,
-                Begin::Duplicate { rows, ack } => {
+                Begin::Duplicate { rows } => {
                     handle.duplicates.increment(1);
                     return Ok(Inserted {
                         table: handle.def.name().clone(),
                         rows,
-                        ack,
+                        ack: terms.ack,
                         duplicate: true,
                     });
                 }
-                Begin::Wait(mut settled) => {
-                    // Settled, or dropped: either way, begin again.
-                    let _ = settled.wait_for(|done| *done).await;
+                Begin::Wait(mut changed) => {
+                    if tokio::time::timeout_at(deadline, changed.changed())
+                        .await
+                        .is_err()
+                    {
+                        return Err(InsertError::NotCommittedInTime(timeout));
+                    }
                 }
                 Begin::Conflict => {
                     return Err(InsertError::KeyConflict {
@@ -326,15 +353,18 @@ impl Pipeline {
             }
         }
         let rows = batch.num_rows() as u64;
-        let result = self.submit(handle, batch, bytes, terms, record).await;
+        let logged = LoggedKey { key, rows_hash };
+        let result = self
+            .submit(handle, batch, bytes, terms, Some(logged), record)
+            .await;
         let outcome = match &result {
-            Ok(inserted) => Ok((inserted.rows, inserted.ack)),
+            Ok(inserted) => Ok((inserted.rows, Held::of(inserted.ack))),
             // Not committed in time, but taken: its rows stay buffered (and logged, with a
             // log) and will land, so a resend must not store them again.
             Err(InsertError::NotCommittedInTime(_)) => {
                 let held = match self.inner.wal {
-                    Some(_) => AckMode::Durable,
-                    None => AckMode::Async,
+                    Some(_) => Held::Durable,
+                    None => Held::Buffered,
                 };
                 Ok((rows, held))
             }
@@ -380,13 +410,16 @@ impl Pipeline {
         }
         let bytes = batch.get_array_memory_size() as u64;
         let logged = batch.clone();
-        let record = move || record::encode_arrow(table, &logged).map_err(InsertError::WalFailed);
+        let record = move |_: Option<LoggedKey<'_>>| {
+            record::encode_arrow(table, &logged).map_err(InsertError::WalFailed)
+        };
         let terms = Terms {
             ack,
             admission,
             max_partitions: None,
         };
-        self.submit(&handle, batch, bytes, terms, record).await
+        self.submit(&handle, batch, bytes, terms, None, record)
+            .await
     }
 
     /// The layout of `table`, when sluice knows the table.
@@ -522,13 +555,16 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Splits, throttles, admits, numbers, logs (with `key`, when it has one) and hands over
+    /// one insert, then waits as its ack mode says.
     async fn submit(
         &self,
         handle: &TableHandle,
         batch: RecordBatch,
         body_bytes: u64,
         terms: Terms,
-        record: impl FnOnce() -> Result<Vec<u8>, InsertError>,
+        key: Option<LoggedKey<'_>>,
+        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Vec<u8>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let Terms {
             ack,
@@ -556,9 +592,11 @@ impl Pipeline {
         };
         let pieces = measured.reserved(reserved);
         let payload = match self.inner.wal {
-            Some(_) if ack != AckMode::Async => Some(record()?),
+            Some(_) if ack != AckMode::Async => Some(record(key)?),
             _ => None,
         };
+        let keyed =
+            key.map(|key| KeyedInsert::new(key.key.to_owned(), key.rows_hash, rows, pieces.len()));
         let (waiter, outcome) = match ack {
             AckMode::Committed => {
                 let (waiter, rx) = Waiter::new(pieces.len());
@@ -566,7 +604,15 @@ impl Pipeline {
             }
             AckMode::Async | AckMode::Durable => (None, None),
         };
-        let durable = self.hand_over(handle, pieces, payload, waiter)?;
+        let durable = self.hand_over(
+            handle,
+            Handed {
+                pieces,
+                payload,
+                waiter,
+                keyed,
+            },
+        )?;
         handle.inserts.increment(1);
         handle.rows_received.increment(rows);
         handle.bytes_received.increment(body_bytes);
@@ -607,10 +653,14 @@ impl Pipeline {
     fn hand_over(
         &self,
         handle: &TableHandle,
-        pieces: Vec<Piece>,
-        payload: Option<Vec<u8>>,
-        waiter: Option<Arc<Waiter>>,
+        handed: Handed,
     ) -> Result<Option<Arc<Completion>>, InsertError> {
+        let Handed {
+            pieces,
+            payload,
+            waiter,
+            keyed,
+        } = handed;
         let wal = self.inner.wal.as_ref();
         let _order = match handle.order.lock() {
             Ok(guard) => guard,
@@ -638,6 +688,7 @@ impl Pipeline {
             waiter,
             durable: durable.clone(),
             frame,
+            keyed,
             unfiltered: false,
         };
         if handle.tx.send(Command::Insert(msg)).is_err() {

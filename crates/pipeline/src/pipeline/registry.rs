@@ -82,9 +82,18 @@ impl Pipeline {
             self.inner.memory.clone(),
             self.inner.config.table_buffer_bytes(),
         ));
+        let table = def.name().to_string();
+        let journal = (self.inner.config.key_journal.as_ref()).map(|dir| dir.join(&table));
+        let keys = Arc::new(KeyTable::new(
+            &table,
+            self.inner.config.keys,
+            &memory,
+            journal,
+        ));
         let writer = Writer::new(
             def.clone(),
             sink.clone(),
+            keys.clone(),
             memory.clone(),
             stats.clone(),
             &self.inner.config,
@@ -95,13 +104,12 @@ impl Pipeline {
             Ok(mut guard) => guard.push(task),
             Err(poisoned) => poisoned.into_inner().push(task),
         }
-        let table = def.name().to_string();
         let handle = Arc::new(TableHandle {
             rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
             bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
             inserts: metrics::counter!(names::INSERTS, "table" => table.clone()),
             delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table.clone()),
-            keys: KeyTable::new(&table, self.inner.config.keys, &memory),
+            keys,
             duplicates: metrics::counter!(names::DUPLICATES, "table" => table),
             sink: sink.name(),
             store: sink.clone(),

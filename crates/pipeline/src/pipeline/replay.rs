@@ -10,7 +10,8 @@ use sluice_wal::Wal;
 
 use super::TableHandle;
 use crate::error::StartError;
-use crate::record::{self, Record};
+use crate::keys::{KeyedInsert, Landing};
+use crate::record::{self, LoggedKey, Rows};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Split};
 
 /// What replay found and did at start.
@@ -43,7 +44,8 @@ fn replay_options(schema: &TableSchema, logged: &DecodeOptions) -> DecodeOptions
     }
 }
 
-/// Hands every logged insert the stores do not hold yet back to its table's writer.
+/// Hands every logged insert the stores do not hold yet back to its table's writer, and takes
+/// in the keys of keyed ones.
 pub(super) fn replay_frames(
     replay: &sluice_wal::Replay,
     wal: &Arc<Wal>,
@@ -52,29 +54,43 @@ pub(super) fn replay_frames(
 ) -> Result<ReplayReport, StartError> {
     let mut report = ReplayReport::default();
     let mut failure: Option<StartError> = None;
+    let mut landed_keys = LandedKeys::default();
     replay.for_each(|lsn, payload| {
         if failure.is_some() {
             return;
         }
         report.frames += 1;
-        let (handle, pieces) = match logged_pieces(lsn, payload, tables) {
+        let logged = match logged_pieces(lsn, payload, tables) {
             Ok(found) => found,
             Err(error) => {
                 failure = Some(error);
                 return;
             }
         };
+        let handle = logged.handle;
         // A table whose store did not answer has no watermarks yet: its writer leaves out what
         // the store holds once it opens the table.
         let held = watermarks.get(handle.def.name());
-        let total = pieces.len();
-        let split: Split = pieces
+        let total = logged.pieces.len();
+        let split: Split = logged
+            .pieces
             .into_iter()
             .filter(|(key, _)| held.and_then(|h| h.get(key)).is_none_or(|w| lsn > *w))
             .collect();
         report.pieces_already_landed += (total - split.len()) as u64;
+        let now = crate::clock::now();
+        let keyed = logged.key.map(|key| {
+            let landed = split.is_empty();
+            handle
+                .keys
+                .recovered(key.key, key.rows_hash, logged.rows, landed, now);
+            KeyedInsert::new(key.key.to_owned(), key.rows_hash, logged.rows, split.len())
+        });
         if split.is_empty() {
-            wal.landed(lsn);
+            match keyed {
+                Some(keyed) => landed_keys.add(handle, lsn, &keyed),
+                None => wal.landed(lsn),
+            }
             return;
         }
         report.rows += split.iter().map(|(_, b)| b.num_rows() as u64).sum::<u64>();
@@ -86,35 +102,88 @@ pub(super) fn replay_frames(
             frame: Some(FrameAck::new(wal.clone(), lsn, pieces.len())),
             pieces,
             seq: lsn,
-            arrived: crate::clock::now(),
+            arrived: now,
             waiter: None,
             durable: None,
+            keyed,
             unfiltered: held.is_none(),
         };
         let _ = handle.tx.send(Command::Insert(msg));
     })?;
-    match failure {
-        Some(error) => Err(error),
-        None => Ok(report),
+    if let Some(error) = failure {
+        return Err(error);
     }
+    landed_keys.journal_then_release(wal);
+    Ok(report)
+}
+
+/// Keyed inserts the stores held whole: their keys go to the journal before the log may drop
+/// their records, so a crash in between loses neither.
+#[derive(Default)]
+struct LandedKeys {
+    by_table: HashMap<TableName, (Arc<TableHandle>, Vec<Landing>)>,
+    lsns: Vec<u64>,
+}
+
+impl LandedKeys {
+    fn add(&mut self, handle: &Arc<TableHandle>, lsn: u64, keyed: &KeyedInsert) {
+        let (_, landings) = self
+            .by_table
+            .entry(handle.def.name().clone())
+            .or_insert_with(|| (handle.clone(), Vec::new()));
+        landings.push(Landing {
+            key: keyed.key.clone(),
+            rows_hash: keyed.rows_hash,
+            rows: keyed.rows,
+            flush: String::new(),
+        });
+        self.lsns.push(lsn);
+    }
+
+    /// Journals the keys, then tells the log their records landed. A journal that fails keeps
+    /// the records: the next start finds their keys there again.
+    fn journal_then_release(self, wal: &Wal) {
+        let now = std::time::SystemTime::now();
+        for (table, (handle, landings)) in &self.by_table {
+            if let Some(journal) = handle.keys.journal()
+                && let Err(e) = journal.append(landings, now)
+            {
+                tracing::error!(%table, error = %e, "cannot journal the keys of landed inserts; their log records are kept");
+                return;
+            }
+        }
+        for lsn in self.lsns {
+            wal.landed(lsn);
+        }
+    }
+}
+
+/// A logged insert, decoded again in its table as it is now.
+struct Logged<'t, 'p> {
+    handle: &'t Arc<TableHandle>,
+    /// Its rows split by partition.
+    pieces: Split,
+    /// Its rows, all partitions.
+    rows: u64,
+    key: Option<LoggedKey<'p>>,
 }
 
 /// The table a logged insert went to, and its rows decoded again and split by partition in
 /// the table as it is now.
-fn logged_pieces<'t>(
+fn logged_pieces<'t, 'p>(
     lsn: u64,
-    payload: &[u8],
+    payload: &'p [u8],
     tables: &'t HashMap<TableName, Arc<TableHandle>>,
-) -> Result<(&'t Arc<TableHandle>, Split), StartError> {
+) -> Result<Logged<'t, 'p>, StartError> {
     let fail = |reason: String| StartError::Replay { lsn, reason };
     let record = record::decode(payload).map_err(fail)?;
-    let Some(handle) = TableName::new(record.table())
+    let Some(handle) = TableName::new(record.table)
         .ok()
         .and_then(|name| tables.get(&name))
     else {
         // Its folder (and remembered layout) was deleted with inserts still logged: they
         // were acknowledged, so the start stops rather than drop them.
-        let table = sluice_core::name::printable(record.table());
+        let table = sluice_core::name::printable(record.table);
         return Err(fail(format!(
             "table '{table}' no longer exists, and the log holds inserts into it that have \
              not landed: declare it in the config ([tables.{table}]) to land them, or move \
@@ -125,14 +194,15 @@ fn logged_pieces<'t>(
     // it was logged: a column dropped since is left out of its rows (as of any insert
     // after the change), and a nullable one added since is null in them.
     let schema = handle.def.schema();
-    let batch = match &record {
-        Record::Body { options, body, .. } => {
+    let batch = match &record.rows {
+        Rows::Body { options, body } => {
             decode(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
         }
-        Record::Arrow { ipc, .. } => {
+        Rows::Arrow { ipc } => {
             record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
         }
     };
+    let rows = batch.as_ref().map_or(0, |b| b.num_rows() as u64);
     // Every logged insert passed the door's checks when it was taken. Should the table
     // have moved since from a store that keeps an empty partition value to a Delta table,
     // refusing such a row now would stop the start: it lands, and reads back as null.
@@ -144,6 +214,11 @@ fn logged_pieces<'t>(
             .map_err(|e| e.to_string())
     });
     pieces
-        .map(|pieces| (handle, pieces))
-        .map_err(|reason| fail(format!("table '{}': {reason}", record.table())))
+        .map(|pieces| Logged {
+            handle,
+            pieces,
+            rows,
+            key: record.key,
+        })
+        .map_err(|reason| fail(format!("table '{}': {reason}", record.table)))
 }

@@ -1,18 +1,38 @@
 //! One flush at a time: starting it, merging queued batches of its partition, its outcome.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
-use sluice_core::{FlushBatch, FlushId, Landed, Sealed, SinkError};
+use sluice_core::{FlushBatch, FlushId, KeysToKeep, Landed, Sealed, SinkError};
 use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
 use crate::dead;
+use crate::keys::{KeyTable, Landing};
 
+use super::held::{self, Kept};
 use super::message::Token;
 use super::{Queued, Writer};
 
-pub(super) type FlushResult = (Result<Landed, SinkError>, Duration);
+/// A flush's outcome and how long it took.
+pub(super) struct FlushResult {
+    pub(super) result: Result<Landed, SinkError>,
+    pub(super) took: Duration,
+    /// Whether the keys of the flush's keyed inserts are in the table's journal (or there is
+    /// no journal). When not, their frames are kept in the log, whose records hold the keys.
+    pub(super) keys_kept: bool,
+}
+
+impl FlushResult {
+    pub(super) fn failed(error: SinkError, took: Duration) -> Self {
+        Self {
+            result: Err(error),
+            took,
+            keys_kept: true,
+        }
+    }
+}
 
 /// Rows per batch of a sorted flush (a table without a sort key hands its sinks the batches
 /// the inserts came in).
@@ -38,10 +58,30 @@ impl Writer {
             last_seq: batch.sealed.last_seq,
         };
         let chunks = batch.sealed.chunks.clone();
-        let table = self.table.clone();
-        let sink = self.sink.clone();
+        let landings = landings(&batch, &id);
+        let keyed = held::keyed_rows(self.sink.as_ref(), &batch);
+        let (table, sink, keys) = (self.table.clone(), self.sink.clone(), self.keys.clone());
         let task = tokio::spawn(async move {
             let started = crate::clock::now();
+            let Kept {
+                chunks,
+                keys: to_keep,
+                left_out,
+            } = if keyed.is_empty() {
+                Kept {
+                    chunks,
+                    keys: KeysToKeep::default(),
+                    left_out: 0,
+                }
+            } else {
+                match held::leave_out_held(sink.as_ref(), &id, chunks, keyed, keys.window()).await {
+                    Ok(kept) => kept,
+                    Err(error) => return FlushResult::failed(error, started.elapsed()),
+                }
+            };
+            if left_out > 0 {
+                tracing::info!(flush = %id, rows = left_out, "left out the rows of keyed inserts another sluice landed");
+            }
             let sorted_table = table.clone();
             let batches = tokio::task::spawn_blocking(move || {
                 sorted_table.sort_chunks(&chunks, SORTED_BATCH_ROWS)
@@ -54,21 +94,30 @@ impl Writer {
                         sink.name(),
                         format!("cannot assemble the batch: {e}"),
                     );
-                    return (Err(error), started.elapsed());
+                    return FlushResult::failed(error, started.elapsed());
                 }
                 Err(e) => {
                     let error =
                         SinkError::retriable(sink.name(), format!("assembly task failed: {e}"));
-                    return (Err(error), started.elapsed());
+                    return FlushResult::failed(error, started.elapsed());
                 }
             };
             let flush = FlushBatch {
                 table: &table,
                 id,
                 batches,
+                keys: to_keep,
             };
             let result = sink.write(flush).await;
-            (result, started.elapsed())
+            let keys_kept = match &result {
+                Ok(_) => journal(keys, landings).await,
+                Err(_) => true,
+            };
+            FlushResult {
+                result,
+                took: started.elapsed(),
+                keys_kept,
+            }
         });
         Some(Inflight { batch, task })
     }
@@ -112,18 +161,21 @@ impl Writer {
 
     /// Takes a flush's outcome: answers its waiters and gives back its memory when it landed or
     /// was refused for good; queues it again, after a backoff, when it may land later.
-    pub(super) fn finish(&mut self, batch: Queued, (result, took): FlushResult) {
-        match result {
-            Ok(landed) => self.landed(batch, &landed, took),
+    pub(super) fn finish(&mut self, batch: Queued, flush: FlushResult) {
+        match flush.result {
+            Ok(landed) => self.landed(batch, &landed, flush.took, flush.keys_kept),
             Err(error) if error.is_retriable() => self.retry(batch, &error),
             Err(error) => self.refused(batch, &error),
         }
     }
 
-    /// A flush landed: its rows are counted, its waiters and frames told, its memory given back.
-    fn landed(&mut self, batch: Queued, landed: &Landed, took: Duration) {
+    /// A flush landed: its rows are counted, its waiters, keys and frames told, its memory
+    /// given back. When the flush's keys could not be journaled, the frames of its keyed
+    /// inserts stay in the log.
+    fn landed(&mut self, batch: Queued, landed: &Landed, took: Duration, keys_kept: bool) {
         let sealed = &batch.sealed;
         let now = crate::clock::now();
+        let flush: Arc<str> = Arc::from(flush_name(&self.table, &batch).as_str());
         self.instruments.flush_seconds.record(took.as_secs_f64());
         self.instruments.parts.increment(landed.parts);
         self.instruments.rows_written.increment(sealed.rows);
@@ -135,7 +187,14 @@ impl Writer {
             if let Some(waiter) = &token.waiter {
                 waiter.landed();
             }
-            if let Some(frame) = &token.frame {
+            if let Some(keyed) = &token.keyed
+                && keyed.piece_landed()
+            {
+                self.keys.landed(&keyed.key, &flush);
+            }
+            if let Some(frame) = &token.frame
+                && (keys_kept || token.keyed.is_none())
+            {
                 frame.piece_done();
             }
         }
@@ -201,6 +260,9 @@ impl Writer {
             if let Some(waiter) = &token.waiter {
                 waiter.failed(Failure::Refused(reason.clone()));
             }
+            if let Some(keyed) = &token.keyed {
+                self.keys.store_refused(&keyed.key, &reason);
+            }
             // Replaying a batch the store refuses for good would only refuse it again;
             // only a dead letter that could not be written leaves the frames to replay.
             if !matches!(kept, Some(Err(_)))
@@ -257,5 +319,57 @@ impl Writer {
         self.stats
             .buffered_bytes
             .store(self.buffered_bytes, Relaxed);
+    }
+}
+
+/// How a flush is named where a key's status says where it landed: the table, the partition
+/// and the flush's lowest and highest LSN.
+fn flush_name(table: &sluice_core::TableDef, batch: &Queued) -> String {
+    sluice_core::FlushId {
+        table: table.name().clone(),
+        partition: batch.key.clone(),
+        first_seq: batch.sealed.first_seq,
+        last_seq: batch.sealed.last_seq,
+    }
+    .to_string()
+}
+
+/// The keyed inserts of a flush, as the journal keeps them.
+fn landings(batch: &Queued, id: &sluice_core::FlushId) -> Vec<Landing> {
+    batch
+        .sealed
+        .tokens
+        .iter()
+        .filter_map(|token| token.keyed.as_ref())
+        .map(|keyed| Landing {
+            key: keyed.key.clone(),
+            rows_hash: keyed.rows_hash,
+            rows: keyed.rows,
+            flush: id.to_string(),
+        })
+        .collect()
+}
+
+/// Writes `landings` to the table's journal, off the runtime; whether they are in it (or need
+/// not be: none, or no journal).
+async fn journal(keys: Arc<KeyTable>, landings: Vec<Landing>) -> bool {
+    if landings.is_empty() || keys.journal().is_none() {
+        return true;
+    }
+    let written = tokio::task::spawn_blocking(move || match keys.journal() {
+        Some(journal) => journal.append(&landings, SystemTime::now()),
+        None => Ok(()),
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot journal the keys of a landed flush; their log records are kept");
+            false
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the key journal task failed; the flush's log records are kept");
+            false
+        }
     }
 }

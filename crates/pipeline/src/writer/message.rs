@@ -9,6 +9,7 @@ use sluice_core::{PartitionKey, Sealed};
 use sluice_wal::{Completion, Wal};
 
 use crate::ack::Waiter;
+use crate::keys::{KeyTable, KeyedInsert};
 use crate::memory::{INSERT_OVERHEAD, Reservation};
 
 /// A message to a table's writer.
@@ -29,6 +30,8 @@ pub(crate) struct InsertMsg {
     pub(crate) durable: Option<Arc<Completion>>,
     /// Its frame, when it was logged (or replayed): told when every piece has landed.
     pub(crate) frame: Option<Arc<FrameAck>>,
+    /// Its key, when it has one: told as each piece lands.
+    pub(crate) keyed: Option<Arc<KeyedInsert>>,
     /// Replayed from the log at start, with the pieces the store holds not yet left out (its
     /// store did not answer then; see [`super::Opening`]).
     pub(crate) unfiltered: bool,
@@ -36,13 +39,28 @@ pub(crate) struct InsertMsg {
 
 impl InsertMsg {
     /// Leaves out the pieces the store already holds (`held`: its watermark per partition),
-    /// releasing their memory and telling their frame. `false` when nothing is left.
-    pub(super) fn keep_unlanded(&mut self, held: &HashMap<PartitionKey, u64>) -> bool {
+    /// releasing their memory and telling their frame and `keys`. `false` when nothing is left.
+    ///
+    /// The frame of a keyed insert is not told: its key is in no journal yet, so the record
+    /// stays in the log until the next start journals the key and lets it go.
+    pub(super) fn keep_unlanded(
+        &mut self,
+        held: &HashMap<PartitionKey, u64>,
+        keys: &KeyTable,
+    ) -> bool {
         let seq = self.seq;
         self.pieces.retain(|piece| {
             let landed = held.get(&piece.key).is_some_and(|w| seq <= *w);
-            if landed && let Some(frame) = &self.frame {
-                frame.piece_done();
+            if landed {
+                match (&self.keyed, &self.frame) {
+                    (Some(keyed), _) => {
+                        if keyed.piece_landed() {
+                            keys.landed(&keyed.key, &Arc::from(""));
+                        }
+                    }
+                    (None, Some(frame)) => frame.piece_done(),
+                    (None, None) => {}
+                }
             }
             !landed
         });
@@ -143,6 +161,7 @@ pub(super) fn charge(sealed: &Sealed<Token>) -> u64 {
 pub(crate) struct Token {
     pub(super) waiter: Option<Arc<Waiter>>,
     pub(super) frame: Option<Arc<FrameAck>>,
+    pub(super) keyed: Option<Arc<KeyedInsert>>,
     pub(super) arrived: Instant,
     /// Rows of this insert in this partition.
     pub(super) rows: u64,

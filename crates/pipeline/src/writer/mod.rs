@@ -32,9 +32,11 @@
 //! - `message.rs`: what the pipeline sends a writer: inserts, their pieces, their frames.
 //! - `open.rs`: opening a table in its store, at start or later by the writer.
 //! - `flush.rs`: one flush at a time, its outcome, retries, dead letters.
+//! - `held.rs`: the rows of keyed inserts a store already holds, left out of a flush.
 //! - `instruments.rs`: the writer's metrics.
 
 mod flush;
+mod held;
 mod instruments;
 mod message;
 mod open;
@@ -51,6 +53,7 @@ use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
 use crate::config::PipelineConfig;
+use crate::keys::KeyTable;
 use crate::memory::{MemoryBudget, Reservation};
 use crate::stats::TableStats;
 
@@ -97,6 +100,8 @@ pub(super) struct Queued {
 pub(crate) struct Writer {
     table: Arc<TableDef>,
     sink: Arc<dyn Sink>,
+    /// The table's insert keys: told when a keyed insert's rows land.
+    keys: Arc<KeyTable>,
     memory: Arc<MemoryBudget>,
     stats: Arc<TableStats>,
     backoff: Backoff,
@@ -124,6 +129,7 @@ impl Writer {
     pub(crate) fn new(
         table: Arc<TableDef>,
         sink: Arc<dyn Sink>,
+        keys: Arc<KeyTable>,
         memory: Arc<MemoryBudget>,
         stats: Arc<TableStats>,
         config: &PipelineConfig,
@@ -133,6 +139,7 @@ impl Writer {
         let mut writer = Self {
             table,
             sink,
+            keys,
             memory,
             stats,
             backoff: config.backoff,
@@ -213,7 +220,8 @@ impl Writer {
                 result = async { (&mut inflight.as_mut().expect("guarded").task).await }, if inflight.is_some() => {
                     let done = inflight.take().expect("guarded");
                     let result = result.unwrap_or_else(|e| {
-                        (Err(SinkError::retriable(self.sink.name(), format!("flush task failed: {e}"))), Duration::ZERO)
+                        let error = SinkError::retriable(self.sink.name(), format!("flush task failed: {e}"));
+                        flush::FlushResult::failed(error, Duration::ZERO)
                     });
                     self.finish(done.batch, result);
                 }
@@ -306,6 +314,7 @@ impl Writer {
             let token = Token {
                 waiter: msg.waiter.clone(),
                 frame: msg.frame.clone(),
+                keyed: msg.keyed.clone(),
                 arrived: msg.arrived,
                 rows,
             };

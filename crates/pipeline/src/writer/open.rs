@@ -87,7 +87,7 @@ impl Writer {
                     |q: &VecDeque<InsertMsg>| q.iter().map(|m| m.pieces.len()).sum::<usize>();
                 let (before, mut kept) = (pieces(&self.undurable), VecDeque::new());
                 for mut msg in self.undurable.drain(..) {
-                    if !msg.unfiltered || msg.keep_unlanded(&held) {
+                    if !msg.unfiltered || msg.keep_unlanded(&held, &self.keys) {
                         kept.push_back(msg);
                     }
                 }

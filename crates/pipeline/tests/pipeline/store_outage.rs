@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use sluice_core::retry::Backoff;
 use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
-use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig};
+use sluice_pipeline::{
+    AckMode, Admission, Held, Insert, InsertError, KeyStatus, Pipeline, PipelineConfig,
+};
 use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
 
 use crate::common;
@@ -317,24 +319,45 @@ async fn a_keyed_insert_not_committed_in_time_is_not_stored_again_by_its_resend(
     let blocker = dir.path().join("t").join("service=a");
     std::fs::write(&blocker, "not a folder").unwrap();
     let body = rows(0..100);
-    let keyed = || Insert {
+    let keyed = |ack| Insert {
         key: Some("batch-1"),
-        ..insert(&body, AckMode::Committed, Admission::Refuse)
+        ..insert(&body, ack, Admission::Refuse)
     };
-    let first = pipeline.insert_body(keyed()).await;
+    let first = pipeline.insert_body(keyed(AckMode::Committed)).await;
     assert!(
         matches!(first, Err(InsertError::NotCommittedInTime(_))),
         "{first:?}"
     );
-    let resend = pipeline.insert_body(keyed()).await.unwrap();
-    assert!(resend.duplicate, "the first's rows are still buffered");
-    assert_eq!(resend.rows, 100);
+    // The first's rows are buffered: that answers an `async` resend, not a `committed` one,
+    // which waits for them to land, as long as its own ack timeout.
+    let resend = pipeline.insert_body(keyed(AckMode::Async)).await.unwrap();
+    assert!(resend.duplicate);
+    assert_eq!((resend.rows, resend.ack), (100, AckMode::Async));
+    let resend = pipeline.insert_body(keyed(AckMode::Committed)).await;
+    assert!(
+        matches!(resend, Err(InsertError::NotCommittedInTime(_))),
+        "{resend:?}"
+    );
 
     std::fs::remove_file(&blocker).unwrap();
     common::wait_for("the rows to land", || {
         pipeline.tables()[0].rows_written == 100
     })
     .await;
+    let resend = pipeline
+        .insert_body(keyed(AckMode::Committed))
+        .await
+        .unwrap();
+    assert!(resend.duplicate, "now it has landed");
+    assert_eq!((resend.rows, resend.ack), (100, AckMode::Committed));
+    let KeyStatus::Accepted {
+        held: Held::Committed { flush: Some(flush) },
+        ..
+    } = pipeline.key_status("t", "batch-1")
+    else {
+        panic!("{:?}", pipeline.key_status("t", "batch-1"));
+    };
+    assert!(flush.starts_with("t/"), "{flush}");
     assert!(pipeline.shutdown().await.rows_lost() == 0);
     let landed: u64 = sluice_sinks::lake::live_files_blocking(&dir.path().join("t"))
         .unwrap()

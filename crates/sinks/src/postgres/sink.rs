@@ -6,7 +6,9 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use futures_util::pin_mut;
 use sluice_core::sink::BoxFuture;
-use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
+use sluice_core::{
+    FlushBatch, InsertKey, KeysToKeep, Landed, PartitionKey, Sink, SinkError, TableDef, TableName,
+};
 use tokio_postgres::NoTls;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
@@ -15,6 +17,7 @@ use tokio_postgres::types::{ToSql, Type};
 use super::config::PostgresConfig;
 use super::types::{Value, pg_type, quote, value};
 use crate::fit::{self, Abilities, StoreColumn};
+use crate::keys::{self, KEYS_TABLE};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
 const SINK: &str = "postgres";
@@ -169,8 +172,15 @@ impl PostgresSink {
                 .batch_execute(&format!(
                     "CREATE TABLE IF NOT EXISTS {} (table_name text NOT NULL, \
                      partition text NOT NULL, last_seq bigint NOT NULL, \
-                     PRIMARY KEY (table_name, partition))",
-                    quote(LEDGER_TABLE)
+                     PRIMARY KEY (table_name, partition)); \
+                     CREATE TABLE IF NOT EXISTS {keys} (table_name text NOT NULL, \
+                     partition text NOT NULL, insert_key text NOT NULL, \
+                     rows_hash bigint NOT NULL, landed_at bigint NOT NULL, \
+                     PRIMARY KEY (table_name, partition, insert_key)); \
+                     CREATE INDEX IF NOT EXISTS {index} ON {keys} (table_name, landed_at)",
+                    quote(LEDGER_TABLE),
+                    keys = quote(KEYS_TABLE),
+                    index = quote(&format!("{KEYS_TABLE}_landed_at")),
                 ))
                 .await
                 .map_err(|e| classify(&e, "cannot create the ledger"))
@@ -359,6 +369,7 @@ impl PostgresSink {
             .finish()
             .await
             .map_err(|e| classify(&e, &format!("cannot copy into {table}")))?;
+        keep_keys(&tx, table, &flush.id.partition, &flush.keys).await?;
         tx.execute(
             &format!("UPDATE {ledger} SET last_seq = $3 WHERE table_name = $1 AND partition = $2"),
             &[&table, &key, &last_seq],
@@ -372,6 +383,41 @@ impl PostgresSink {
             parts: 1,
             ..Landed::default()
         })
+    }
+
+    /// Which of `keys` the database holds for `table`'s `partition`, landed at or after
+    /// `since_ms`.
+    async fn held_keys(
+        &self,
+        table: &TableName,
+        partition: &PartitionKey,
+        keys: &[InsertKey],
+        since_ms: i64,
+    ) -> Result<Vec<InsertKey>, SinkError> {
+        let timeout = self.config.timeout();
+        let client = self.client().await?;
+        let query = format!(
+            "SELECT insert_key, rows_hash FROM {} WHERE table_name = $1 AND partition = $2 \
+             AND insert_key = ANY($3) AND landed_at >= $4",
+            quote(KEYS_TABLE)
+        );
+        let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
+        let partition = keys::partition_text(partition);
+        let rows = async {
+            client
+                .query(&query, &[&table.as_str(), &partition, &names, &since_ms])
+                .await
+                .map_err(|e| classify(&e, "cannot read insert keys"))
+        };
+        let rows = tokio::time::timeout(timeout, rows).await;
+        let (rows, _) = Self::answered(client, rows, timeout, "reading insert keys")?;
+        Ok(rows
+            .iter()
+            .map(|row| InsertKey {
+                key: row.get(0),
+                rows_hash: keys::loaded_hash(row.get(1)),
+            })
+            .collect())
     }
 
     async fn committed(&self, table: &TableDef) -> Result<Vec<(PartitionKey, u64)>, SinkError> {
@@ -396,6 +442,59 @@ impl PostgresSink {
     }
 }
 
+/// Adds a flush's keys in its transaction, and deletes the table's keys past their window. A
+/// key another process added since it was asked about fails the flush, retriably: the other
+/// transaction's row lock makes this one wait for it, then see its key.
+async fn keep_keys(
+    tx: &tokio_postgres::Transaction<'_>,
+    table: &str,
+    partition: &PartitionKey,
+    keep: &KeysToKeep,
+) -> Result<(), SinkError> {
+    if keep.keys.is_empty() {
+        return Ok(());
+    }
+    let partition = keys::partition_text(partition);
+    let keys_table = quote(KEYS_TABLE);
+    let add = tx
+        .prepare(&format!(
+            "INSERT INTO {keys_table} AS k (table_name, partition, insert_key, rows_hash, \
+             landed_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (table_name, partition, insert_key) DO UPDATE \
+             SET rows_hash = excluded.rows_hash, landed_at = excluded.landed_at \
+             WHERE k.landed_at < $6"
+        ))
+        .await
+        .map_err(|e| classify(&e, "cannot add insert keys"))?;
+    for key in &keep.keys {
+        let hash = keys::stored_hash(key.rows_hash);
+        let added = tx
+            .execute(
+                &add,
+                &[
+                    &table,
+                    &partition,
+                    &key.key,
+                    &hash,
+                    &keep.now_ms,
+                    &keep.expired_before_ms,
+                ],
+            )
+            .await
+            .map_err(|e| classify(&e, "cannot add an insert key"))?;
+        if added == 0 {
+            return Err(keys::taken_meanwhile(SINK, &key.key));
+        }
+    }
+    tx.execute(
+        &format!("DELETE FROM {keys_table} WHERE table_name = $1 AND landed_at < $2"),
+        &[&table, &keep.expired_before_ms],
+    )
+    .await
+    .map_err(|e| classify(&e, "cannot delete old insert keys"))?;
+    Ok(())
+}
+
 impl Sink for PostgresSink {
     fn name(&self) -> &'static str {
         SINK
@@ -414,5 +513,21 @@ impl Sink for PostgresSink {
         table: &'a TableDef,
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         Box::pin(PostgresSink::committed(self, table))
+    }
+
+    fn keeps_keys(&self) -> bool {
+        true
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        table: &'a TableName,
+        partition: &'a PartitionKey,
+        keys: &'a [InsertKey],
+        since_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<InsertKey>, SinkError>> {
+        Box::pin(PostgresSink::held_keys(
+            self, table, partition, keys, since_ms,
+        ))
     }
 }

@@ -4,11 +4,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use sluice_core::sink::BoxFuture;
-use sluice_core::{FlushBatch, Landed, PartitionKey, Sink, SinkError, TableDef};
+use sluice_core::{
+    FlushBatch, InsertKey, KeysToKeep, Landed, PartitionKey, Sink, SinkError, TableDef, TableName,
+};
 
 use super::config::SqliteConfig;
 use super::types::{BindError, Column, quote, sql_type};
 use crate::fit::{self, Abilities, StoreColumn};
+use crate::keys::{self, KEYS_TABLE};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
 const SINK: &str = "sqlite";
@@ -43,6 +46,15 @@ impl SqliteSink {
             quote(LEDGER_TABLE)
         ))
         .map_err(|e| classify(e, "cannot create the ledger"))?;
+        conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {keys} (table_name TEXT NOT NULL, \
+             partition TEXT NOT NULL, insert_key TEXT NOT NULL, rows_hash INTEGER NOT NULL, \
+             landed_at INTEGER NOT NULL, PRIMARY KEY (table_name, partition, insert_key)); \
+             CREATE INDEX IF NOT EXISTS {index} ON {keys} (table_name, landed_at)",
+            keys = quote(KEYS_TABLE),
+            index = quote(&format!("{KEYS_TABLE}_landed_at")),
+        ))
+        .map_err(|e| classify(e, "cannot create the insert keys table"))?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             config: Arc::new(config),
@@ -240,6 +252,7 @@ fn write(
             }
         }
     }
+    keep_keys(&tx, table, &flush.id.partition, &flush.keys)?;
     tx.execute(
         &format!(
             "INSERT INTO {} (table_name, partition, last_seq) VALUES (?1, ?2, ?3) \
@@ -256,6 +269,88 @@ fn write(
     })
 }
 
+/// Adds a flush's keys in its transaction, and deletes the table's keys past their window. A
+/// key another process added since it was asked about fails the flush, retriably.
+fn keep_keys(
+    tx: &rusqlite::Transaction<'_>,
+    table: &str,
+    partition: &PartitionKey,
+    keep: &KeysToKeep,
+) -> Result<(), SinkError> {
+    if keep.keys.is_empty() {
+        return Ok(());
+    }
+    let partition = keys::partition_text(partition);
+    let mut add = tx
+        .prepare_cached(&format!(
+            "INSERT INTO {} (table_name, partition, insert_key, rows_hash, landed_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (table_name, partition, insert_key) \
+             DO UPDATE SET rows_hash = excluded.rows_hash, landed_at = excluded.landed_at \
+             WHERE landed_at < ?6",
+            quote(KEYS_TABLE)
+        ))
+        .map_err(|e| classify(e, "cannot add insert keys"))?;
+    for key in &keep.keys {
+        let hash = keys::stored_hash(key.rows_hash);
+        let added = add
+            .execute(params![
+                table,
+                partition,
+                key.key,
+                hash,
+                keep.now_ms,
+                keep.expired_before_ms
+            ])
+            .map_err(|e| classify(e, "cannot add an insert key"))?;
+        if added == 0 {
+            return Err(keys::taken_meanwhile(SINK, &key.key));
+        }
+    }
+    tx.execute(
+        &format!(
+            "DELETE FROM {} WHERE table_name = ?1 AND landed_at < ?2",
+            quote(KEYS_TABLE)
+        ),
+        params![table, keep.expired_before_ms],
+    )
+    .map_err(|e| classify(e, "cannot delete old insert keys"))?;
+    Ok(())
+}
+
+/// Which of `keys` the database holds for `table`'s `partition`, landed at or after `since_ms`.
+fn held_keys(
+    conn: &Connection,
+    table: &str,
+    partition: &PartitionKey,
+    keys: &[InsertKey],
+    since_ms: i64,
+) -> Result<Vec<InsertKey>, SinkError> {
+    let partition = keys::partition_text(partition);
+    let mut find = conn
+        .prepare_cached(&format!(
+            "SELECT rows_hash FROM {} WHERE table_name = ?1 AND partition = ?2 \
+             AND insert_key = ?3 AND landed_at >= ?4",
+            quote(KEYS_TABLE)
+        ))
+        .map_err(|e| classify(e, "cannot read insert keys"))?;
+    let mut held = Vec::new();
+    for key in keys {
+        let hash: Option<i64> = find
+            .query_row(params![table, partition, key.key, since_ms], |row| {
+                row.get(0)
+            })
+            .optional()
+            .map_err(|e| classify(e, "cannot read insert keys"))?;
+        if let Some(hash) = hash {
+            held.push(InsertKey {
+                key: key.key.clone(),
+                rows_hash: keys::loaded_hash(hash),
+            });
+        }
+    }
+    Ok(held)
+}
+
 impl Sink for SqliteSink {
     fn name(&self) -> &'static str {
         SINK
@@ -268,7 +363,7 @@ impl Sink for SqliteSink {
 
     fn write<'a>(&'a self, flush: FlushBatch<'a>) -> BoxFuture<'a, Result<Landed, SinkError>> {
         let table = flush.table.clone();
-        let (id, batches) = (flush.id, flush.batches);
+        let (id, batches, keys) = (flush.id, flush.batches, flush.keys);
         let writer = self.writer.clone();
         Box::pin(self.blocking(move |conn| {
             write(
@@ -278,9 +373,25 @@ impl Sink for SqliteSink {
                     table: &table,
                     id,
                     batches,
+                    keys,
                 },
             )
         }))
+    }
+
+    fn keeps_keys(&self) -> bool {
+        true
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        table: &'a TableName,
+        partition: &'a PartitionKey,
+        keys: &'a [InsertKey],
+        since_ms: i64,
+    ) -> BoxFuture<'a, Result<Vec<InsertKey>, SinkError>> {
+        let (table, partition, keys) = (table.to_string(), partition.clone(), keys.to_vec());
+        Box::pin(self.blocking(move |conn| held_keys(conn, &table, &partition, &keys, since_ms)))
     }
 
     fn committed<'a>(

@@ -58,6 +58,7 @@ fn flush_rows<'a>(
             last_seq: seq,
         },
         batches: vec![batch],
+        keys: Default::default(),
     }
 }
 

@@ -1,13 +1,13 @@
 //! The SQLite sink on a real database file: tables created from the schema with the documented
 //! types, one transaction per flush, the ledger that skips a replayed flush, errors classified,
 //! identifiers quoted whatever they hold, a declared table that exists given the columns its
-//! config adds, a table no insert could fill refused untouched, and two writers' ledgers kept
-//! apart.
+//! config adds, a table no insert could fill refused untouched, two writers' ledgers kept
+//! apart, and insert keys kept with the rows.
 
 use rusqlite::Connection;
 use sluice_core::{
-    Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, PartitionKey, Sink,
-    TableDef, TableLayout, TableName, decode_ndjson,
+    Column, ColumnType, DecodeOptions, FlushBatch, FlushId, FlushPolicy, InsertKey, KeysToKeep,
+    PartitionKey, Sink, TableDef, TableLayout, TableName, decode_ndjson,
 };
 use sluice_sinks::{LedgerWriter, SqliteConfig, SqliteSink};
 
@@ -66,6 +66,7 @@ fn flush<'a>(
         },
         // Two batches, as a flush of several inserts arrives.
         batches: vec![batch.slice(0, 1), batch.slice(1, batch.num_rows() - 1)],
+        keys: Default::default(),
     }
 }
 
@@ -210,6 +211,77 @@ async fn two_writers_into_one_table_each_keep_their_own_ledger() {
     let mut held = b.committed(&events).await.unwrap();
     held.sort();
     assert_eq!(held, [(api, 50), (web, 77)]);
+}
+
+#[tokio::test]
+async fn insert_keys_are_kept_with_the_rows_and_a_key_taken_meanwhile_fails_retriably() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let sink_for = |writer: &str| {
+        SqliteSink::open(SqliteConfig::new(&path))
+            .unwrap()
+            .with_writer(LedgerWriter::new(writer))
+    };
+    let (a, b) = (sink_for("a"), sink_for("b"));
+    let events = events();
+    a.create_table(&events).await.unwrap();
+    let api = PartitionKey::Value("api".into());
+    let key = |name: &str, rows_hash| InsertKey {
+        key: name.to_owned(),
+        rows_hash,
+    };
+    let keyed = |seqs, rows: &'static str, keys: Vec<InsertKey>| FlushBatch {
+        keys: KeysToKeep {
+            keys,
+            now_ms: 10_000,
+            expired_before_ms: 5_000,
+        },
+        ..flush(&events, api.clone(), seqs, rows)
+    };
+    let name = events.name();
+    assert!(a.keeps_keys());
+    a.write(keyed((1, 1), r#"{"id":1}"#, vec![key("k1", u64::MAX)]))
+        .await
+        .unwrap();
+    let asked = [key("k1", 0), key("k2", 0)];
+    let held = b.held_keys(name, &api, &asked, 5_000).await.unwrap();
+    assert_eq!(held, [key("k1", u64::MAX)], "every bit of the hash is kept");
+    assert!(
+        b.held_keys(name, &api, &asked, 10_001)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let web = PartitionKey::Value("web".into());
+    assert!(b.held_keys(name, &web, &asked, 0).await.unwrap().is_empty());
+    // b did not ask, or asked before a's flush committed: its flush adds nothing.
+    let error = b
+        .write(keyed(
+            (7, 7),
+            r#"{"id":2}"#,
+            vec![key("k2", 2), key("k1", 1)],
+        ))
+        .await
+        .unwrap_err();
+    assert!(error.is_retriable(), "{error}");
+    assert!(error.to_string().contains("'k1'"), "{error}");
+    let count: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 1, "the refused flush landed no row");
+    // A key past its window is taken as new.
+    let later = FlushBatch {
+        keys: KeysToKeep {
+            keys: vec![key("k1", 3)],
+            now_ms: 20_000,
+            expired_before_ms: 15_000,
+        },
+        ..flush(&events, api.clone(), (8, 8), r#"{"id":3}"#)
+    };
+    b.write(later).await.unwrap();
+    let held = b.held_keys(name, &api, &asked, 15_000).await.unwrap();
+    assert_eq!(held, [key("k1", 3)]);
 }
 
 /// A database that `sql` has set up, in a folder of its own (kept while the first is held),
