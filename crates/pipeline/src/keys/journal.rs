@@ -8,29 +8,34 @@
 //!
 //! ```text
 //! entry: len u32 | crc32c u32 (of the body) | body
-//! body:  landed at, Unix ms u64 | rows u64 | rows hash u64 | key len u16 | key
-//!        | flush len u16 | flush
+//! body:  landed at, Unix ms u64 | flush len u16 | flush
+//!        | (rows u64 | rows hash u64 | key len u16 | key)*
 //! ```
 //!
-//! Numbers are little-endian. A crash mid-append leaves a torn entry at a file's end: reading
-//! stops there and the file is cut back to its last whole entry, so appends go on after it.
-//! Each append is fsynced before the flush that wrote it is done, so before the log may drop
-//! the records of its inserts.
+//! An entry holds one flush's keys, so the flush's name and time are written once. Numbers are
+//! little-endian. A crash mid-append leaves a torn entry at a file's end: reading stops there
+//! and the file is cut back to its last whole entry, so appends go on after it. Each append is
+//! fsynced before the flush that wrote it is done, so before the log may drop the records of
+//! its inserts.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A landed keyed insert, as its journal entry holds it.
+use super::KeyedInsert;
+
+/// A landed keyed insert, as the journal gives it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Landing {
     pub(crate) key: String,
     pub(crate) rows_hash: u64,
     pub(crate) rows: u64,
     /// The flush it landed in.
-    pub(crate) flush: String,
+    pub(crate) flush: Arc<str>,
+    /// When.
+    pub(crate) at: SystemTime,
 }
 
 /// One table's journal of landed keys.
@@ -42,8 +47,8 @@ pub(crate) struct KeyJournal {
     current: Mutex<Option<(u64, File)>>,
 }
 
-/// The longest entry read back: a key and a flush name of at most 64 KiB each.
-const MAX_ENTRY: usize = 28 + 2 * (u16::MAX as usize + 2);
+/// The longest entry read back.
+const MAX_ENTRY: usize = 1 << 30;
 
 impl KeyJournal {
     /// Opens the journal in `dir` at `now`, creating the folder. Returns it with the landings
@@ -53,7 +58,7 @@ impl KeyJournal {
         dir: PathBuf,
         window: Duration,
         now: SystemTime,
-    ) -> io::Result<(Self, Vec<(Landing, SystemTime)>)> {
+    ) -> io::Result<(Self, Vec<Landing>)> {
         fs::create_dir_all(&dir)?;
         let journal = Self {
             dir,
@@ -67,9 +72,9 @@ impl KeyJournal {
                 fs::remove_file(&path)?;
                 continue;
             }
-            for (landing, at) in read_file(&path)? {
-                if now.duration_since(at).unwrap_or_default() <= window {
-                    landed.push((landing, at));
+            for landing in read_file(&path)? {
+                if now.duration_since(landing.at).unwrap_or_default() <= window {
+                    landed.push(landing);
                 }
             }
         }
@@ -98,16 +103,16 @@ impl KeyJournal {
         Ok(files)
     }
 
-    /// Writes `landings`, landed at `at`, and fsyncs them. Blocking: call it off the runtime.
-    pub(crate) fn append(&self, landings: &[Landing], at: SystemTime) -> io::Result<()> {
+    /// Writes the keys of `inserts`, landed in `flush` at `at`, and fsyncs them. Blocking:
+    /// call it off the runtime.
+    pub(crate) fn append(
+        &self,
+        flush: &str,
+        inserts: &[Arc<KeyedInsert>],
+        at: SystemTime,
+    ) -> io::Result<()> {
         let mut bytes = Vec::new();
-        let at_ms = at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as u64;
-        for landing in landings {
-            encode(&mut bytes, landing, at_ms);
-        }
+        encode(&mut bytes, flush, inserts, at);
         let span = self.span_of(at);
         let mut current = match self.current.lock() {
             Ok(guard) => guard,
@@ -149,13 +154,20 @@ impl KeyJournal {
     }
 }
 
-fn encode(out: &mut Vec<u8>, landing: &Landing, at_ms: u64) {
-    let mut body = Vec::with_capacity(28 + landing.key.len() + landing.flush.len());
+fn encode(out: &mut Vec<u8>, flush: &str, inserts: &[Arc<KeyedInsert>], at: SystemTime) {
+    let at_ms = at
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    let keys: usize = inserts.iter().map(|i| 18 + i.key.len()).sum();
+    let mut body = Vec::with_capacity(10 + flush.len() + keys);
     body.extend_from_slice(&at_ms.to_le_bytes());
-    body.extend_from_slice(&landing.rows.to_le_bytes());
-    body.extend_from_slice(&landing.rows_hash.to_le_bytes());
-    put_str(&mut body, &landing.key);
-    put_str(&mut body, &landing.flush);
+    put_str(&mut body, flush);
+    for insert in inserts {
+        body.extend_from_slice(&insert.rows.to_le_bytes());
+        body.extend_from_slice(&insert.rows_hash.to_le_bytes());
+        put_str(&mut body, &insert.key);
+    }
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
     out.extend_from_slice(&body);
@@ -167,15 +179,14 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&s.as_bytes()[..len]);
 }
 
-/// The entries of the file at `path`, cutting it back to the last whole one when it ends in a
-/// torn entry.
-fn read_file(path: &Path) -> io::Result<Vec<(Landing, SystemTime)>> {
+/// The landings of the file at `path`, cutting it back to the last whole entry when it ends in
+/// a torn one.
+fn read_file(path: &Path) -> io::Result<Vec<Landing>> {
     let mut bytes = Vec::new();
     File::open(path)?.read_to_end(&mut bytes)?;
-    let mut entries = Vec::new();
+    let mut landings = Vec::new();
     let mut pos = 0;
-    while let Some((landing, at, len)) = decode(&bytes[pos..]) {
-        entries.push((landing, at));
+    while let Some(len) = decode(&bytes[pos..], &mut landings) {
         pos += len;
     }
     if pos < bytes.len() {
@@ -184,11 +195,12 @@ fn read_file(path: &Path) -> io::Result<Vec<(Landing, SystemTime)>> {
         file.set_len(pos as u64)?;
         file.sync_all()?;
     }
-    Ok(entries)
+    Ok(landings)
 }
 
-/// One entry from the start of `bytes`, with its length; `None` when it is torn or corrupt.
-fn decode(bytes: &[u8]) -> Option<(Landing, SystemTime, usize)> {
+/// Reads the entry at the start of `bytes` into `landings`; its length, or `None` when it is
+/// torn or corrupt.
+fn decode(bytes: &[u8], landings: &mut Vec<Landing>) -> Option<usize> {
     let len = u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize;
     let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
     if len > MAX_ENTRY {
@@ -198,18 +210,28 @@ fn decode(bytes: &[u8]) -> Option<(Landing, SystemTime, usize)> {
     if crc32c::crc32c(body) != crc {
         return None;
     }
-    let u64_at = |at: usize| Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?));
-    let at = UNIX_EPOCH + Duration::from_millis(u64_at(0)?);
-    let (rows, rows_hash) = (u64_at(8)?, u64_at(16)?);
-    let (key, rest) = take_str(&body[24..])?;
-    let (flush, _) = take_str(rest)?;
-    let landing = Landing {
-        key: key.to_owned(),
-        rows_hash,
-        rows,
-        flush: flush.to_owned(),
-    };
-    Some((landing, at, 8 + len))
+    let at = UNIX_EPOCH + Duration::from_millis(take_u64(body)?);
+    let (flush, mut rest) = take_str(&body[8..])?;
+    let flush: Arc<str> = Arc::from(flush);
+    let mut read = Vec::new();
+    while !rest.is_empty() {
+        let (rows, rows_hash) = (take_u64(rest)?, take_u64(rest.get(8..)?)?);
+        let (key, after) = take_str(rest.get(16..)?)?;
+        rest = after;
+        read.push(Landing {
+            key: key.to_owned(),
+            rows_hash,
+            rows,
+            flush: flush.clone(),
+            at,
+        });
+    }
+    landings.append(&mut read);
+    Some(8 + len)
+}
+
+fn take_u64(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(0..8)?.try_into().ok()?))
 }
 
 fn take_str(bytes: &[u8]) -> Option<(&str, &[u8])> {
@@ -222,13 +244,14 @@ fn take_str(bytes: &[u8]) -> Option<(&str, &[u8])> {
 mod tests {
     use super::*;
 
-    fn landing(key: &str) -> Landing {
-        Landing {
-            key: key.to_owned(),
-            rows_hash: 7,
-            rows: 3,
-            flush: "t/p/1-9".to_owned(),
-        }
+    fn landed(keys: &[&str]) -> Vec<Arc<KeyedInsert>> {
+        keys.iter()
+            .map(|key| KeyedInsert::new((*key).to_owned(), 7, 3, 1))
+            .collect()
+    }
+
+    fn keys_of(found: &[Landing]) -> Vec<&str> {
+        found.iter().map(|l| l.key.as_str()).collect()
     }
 
     #[test]
@@ -238,23 +261,28 @@ mod tests {
         let t0 = UNIX_EPOCH + Duration::from_secs(1_000_000);
         let (journal, found) = KeyJournal::open(dir.path().into(), window, t0).unwrap();
         assert!(found.is_empty());
-        journal.append(&[landing("a"), landing("b")], t0).unwrap();
+        journal.append("t/p/1-9", &landed(&["a", "b"]), t0).unwrap();
         journal
-            .append(&[landing("c")], t0 + Duration::from_secs(150))
+            .append("t/p/10-10", &landed(&["c"]), t0 + Duration::from_secs(150))
             .unwrap();
         let (_, found) =
             KeyJournal::open(dir.path().into(), window, t0 + Duration::from_secs(60)).unwrap();
-        let keys: Vec<_> = found.iter().map(|(l, _)| l.key.as_str()).collect();
-        assert_eq!(keys, ["a", "b", "c"]);
-        assert_eq!(found[0].0, landing("a"));
+        assert_eq!(keys_of(&found), ["a", "b", "c"]);
+        let expected = Landing {
+            key: "a".to_owned(),
+            rows_hash: 7,
+            rows: 3,
+            flush: Arc::from("t/p/1-9"),
+            at: t0,
+        };
+        assert_eq!(found[0], expected);
         // 180 s on, a and b are past the window; c is not.
         let later = t0 + Duration::from_secs(180);
         let (journal, found) = KeyJournal::open(dir.path().into(), window, later).unwrap();
-        let keys: Vec<_> = found.iter().map(|(l, _)| l.key.as_str()).collect();
-        assert_eq!(keys, ["c"]);
+        assert_eq!(keys_of(&found), ["c"]);
         // Two spans on, every key before is past the window: their files are deleted.
         journal
-            .append(&[landing("d")], t0 + Duration::from_secs(300))
+            .append("t/p/11-11", &landed(&["d"]), t0 + Duration::from_secs(300))
             .unwrap();
         let spans: Vec<u64> = journal
             .files()
@@ -271,12 +299,12 @@ mod tests {
         let window = Duration::from_secs(3600);
         let now = SystemTime::now();
         let (journal, _) = KeyJournal::open(dir.path().into(), window, now).unwrap();
-        journal.append(&[landing("a")], now).unwrap();
+        journal.append("f", &landed(&["a"]), now).unwrap();
         let (_, path) = journal.files().unwrap().pop().unwrap();
         let whole = fs::metadata(&path).unwrap().len();
         // A crash in the middle of the next entry.
         let mut torn = Vec::new();
-        encode(&mut torn, &landing("b"), 0);
+        encode(&mut torn, "f", &landed(&["b"]), now);
         OpenOptions::new()
             .append(true)
             .open(&path)
@@ -284,11 +312,10 @@ mod tests {
             .write_all(&torn[..torn.len() - 3])
             .unwrap();
         let (journal, found) = KeyJournal::open(dir.path().into(), window, now).unwrap();
-        assert_eq!(found.len(), 1);
-        journal.append(&[landing("c")], now).unwrap();
+        assert_eq!(keys_of(&found), ["a"]);
+        journal.append("f", &landed(&["c"]), now).unwrap();
         assert!(fs::metadata(&path).unwrap().len() > whole);
         let (_, found) = KeyJournal::open(dir.path().into(), window, now).unwrap();
-        let keys: Vec<_> = found.iter().map(|(l, _)| l.key.as_str()).collect();
-        assert_eq!(keys, ["a", "c"]);
+        assert_eq!(keys_of(&found), ["a", "c"]);
     }
 }

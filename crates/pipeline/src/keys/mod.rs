@@ -28,11 +28,11 @@ mod journal;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque, hash_map};
 use std::hash::Hasher;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use std::sync::Arc;
@@ -44,7 +44,7 @@ use crate::ack::AckMode;
 use crate::memory::{MemoryBudget, Reservation};
 use crate::stats::names;
 
-pub(crate) use journal::{KeyJournal, Landing};
+pub(crate) use journal::KeyJournal;
 
 /// How long a key is remembered by default.
 pub const DEFAULT_KEY_WINDOW: Duration = Duration::from_secs(3600);
@@ -98,9 +98,31 @@ pub(crate) fn rows_hash(batch: &arrow::array::RecordBatch) -> u64 {
     let mut hasher = twox_hash::XxHash3_64::with_seed(0);
     hasher.write_u64(batch.num_rows() as u64);
     for column in batch.columns() {
-        hash_data(&column.to_data(), &mut hasher);
+        hash_array(column.as_ref(), &mut hasher);
     }
     hasher.finish()
+}
+
+/// Hashes an array's length, offset, nulls and buffers. Primitive and string arrays, what most
+/// columns are, are read in place; others through their `ArrayData`, which a 1-row insert
+/// would otherwise build for every column.
+fn hash_array(array: &dyn arrow::array::Array, hasher: &mut impl Hasher) {
+    use arrow::array::AsArray;
+    use arrow::datatypes::DataType;
+    hasher.write_u64(array.len() as u64);
+    hasher.write_u64(array.offset() as u64);
+    if let Some(nulls) = array.nulls() {
+        hash_bytes(nulls.buffer().as_slice(), hasher);
+    }
+    arrow::array::downcast_primitive_array!(
+        array => hash_bytes(array.values().inner().as_slice(), hasher),
+        DataType::Utf8 => {
+            let strings = array.as_string::<i32>();
+            hash_bytes(strings.offsets().inner().inner().as_slice(), hasher);
+            hash_bytes(strings.values().as_slice(), hasher);
+        }
+        _ => hash_data(&array.to_data(), hasher)
+    )
 }
 
 fn hash_data(data: &arrow::array::ArrayData, hasher: &mut impl Hasher) {
@@ -203,6 +225,24 @@ enum State {
     Refused(String),
 }
 
+impl State {
+    /// The insert's last rows landed, in `flush`.
+    fn landed(&mut self, flush: &Arc<str>) {
+        match self {
+            State::InFlight { landed } => *landed = Some(flush.clone()),
+            State::Accepted { held, .. } => {
+                *held = Held::Committed {
+                    flush: Some(flush.clone()),
+                }
+            }
+            State::Refused(_) => {}
+        }
+    }
+}
+
+/// Keys a landed flush marks per hold of the table's lock.
+const LANDED_PER_LOCK: usize = 256;
+
 struct Entry {
     rows_hash: u64,
     state: State,
@@ -219,21 +259,82 @@ pub(crate) struct KeyedInsert {
     /// The insert's rows, all partitions.
     pub(crate) rows: u64,
     pieces: AtomicUsize,
+    /// Whether it reached its table's writer (and, with a log, was logged).
+    handed_over: AtomicBool,
 }
 
 impl KeyedInsert {
+    /// A keyed insert of `rows` split in `pieces` partition pieces.
     pub(crate) fn new(key: String, rows_hash: u64, rows: u64, pieces: usize) -> Arc<Self> {
         Arc::new(Self {
             key,
             rows_hash,
             rows,
             pieces: AtomicUsize::new(pieces),
+            handed_over: AtomicBool::new(false),
         })
+    }
+
+    /// Its rows are split in `pieces` partition pieces, handed over next.
+    pub(crate) fn split_in(&self, pieces: usize) {
+        self.pieces.store(pieces, Ordering::Release);
+    }
+
+    /// It reached its table's writer: its rows land, unless the log fails to write them.
+    pub(crate) fn handed_over(&self) {
+        self.handed_over.store(true, Ordering::Release);
     }
 
     /// One piece landed; `true` when it was the last.
     pub(crate) fn piece_landed(&self) -> bool {
         self.pieces.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
+
+/// Settles the key of an insert [`KeyTable::begin`] let through, however its submit ends.
+/// Dropped unsettled (the client went away mid-insert), it settles what is known: refused when
+/// the insert never reached its writer, else accepted as buffered; a landing, or a log that
+/// fails to write it, moves that on. So no key is left in flight, with its resends waiting.
+pub(crate) struct Settling<'a> {
+    keys: &'a KeyTable,
+    insert: Arc<KeyedInsert>,
+    settled: bool,
+}
+
+impl<'a> Settling<'a> {
+    pub(crate) fn new(keys: &'a KeyTable, insert: Arc<KeyedInsert>) -> Self {
+        Self {
+            keys,
+            insert,
+            settled: false,
+        }
+    }
+
+    /// The insert whose key this settles.
+    pub(crate) fn insert(&self) -> &Arc<KeyedInsert> {
+        &self.insert
+    }
+
+    /// Settles the key with the insert's outcome.
+    pub(crate) fn settle(mut self, outcome: Result<(u64, Held), String>) {
+        self.settled = true;
+        let now = crate::clock::now();
+        self.keys.settle(&self.insert.key, outcome, now);
+    }
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let outcome = if self.insert.handed_over.load(Ordering::Acquire) {
+            Ok((self.insert.rows, Held::Buffered))
+        } else {
+            Err("the client went away before the insert was taken".to_owned())
+        };
+        self.keys
+            .settle(&self.insert.key, outcome, crate::clock::now());
     }
 }
 
@@ -248,9 +349,9 @@ pub(crate) struct KeyTable {
 }
 
 struct Keys {
-    entries: HashMap<String, Entry>,
+    entries: HashMap<Arc<str>, Entry>,
     /// Keys in the order they came, with when: the oldest is forgotten first.
-    arrivals: VecDeque<(Instant, String)>,
+    arrivals: VecDeque<(Instant, Arc<str>)>,
     bytes: usize,
     /// The keys' bytes, held in the table's memory budget.
     reservation: Reservation,
@@ -295,10 +396,16 @@ impl KeyTable {
             Ok((journal, landed)) => {
                 let now = crate::clock::now();
                 let wall = SystemTime::now();
-                for (landing, at) in landed {
-                    let age = wall.duration_since(at).unwrap_or_default();
+                for landing in landed {
+                    let age = wall.duration_since(landing.at).unwrap_or_default();
                     let arrived = now.checked_sub(age).unwrap_or(now);
-                    self.recovered(&landing.key, landing.rows_hash, landing.rows, true, arrived);
+                    self.recovered(
+                        &landing.key,
+                        landing.rows_hash,
+                        landing.rows,
+                        Some(landing.flush),
+                        arrived,
+                    );
                 }
                 self.journal = Some(journal);
             }
@@ -383,7 +490,8 @@ impl KeyTable {
         };
         if !entry.queued {
             entry.queued = true;
-            keys.arrivals.push_back((now, key.to_owned()));
+            let key = keys.entries.get_key_value(key).map(|(k, _)| k.clone());
+            keys.arrivals.extend(key.map(|key| (now, key)));
         }
         self.bump();
     }
@@ -409,24 +517,26 @@ impl KeyTable {
         }
     }
 
-    /// Takes in a key found at start, in the journal (`landed`) or in a log record being
-    /// replayed, as of `arrived`. A key already known keeps what it has.
+    /// Takes in a key found at start, in the journal or in a log record being replayed, as of
+    /// `arrived`. `landed`: its rows are in the store, in that flush when it is known (empty
+    /// when not). A key already known keeps what it has.
     pub(crate) fn recovered(
         &self,
         key: &str,
         rows_hash: u64,
         rows: u64,
-        landed: bool,
+        landed: Option<Arc<str>>,
         arrived: Instant,
     ) {
         let mut keys = self.lock();
         if keys.entries.contains_key(key) {
             return;
         }
-        let held = if landed {
-            Held::Committed { flush: None }
-        } else {
-            Held::Durable
+        let held = match landed {
+            Some(flush) => Held::Committed {
+                flush: Some(flush).filter(|f| !f.is_empty()),
+            },
+            None => Held::Durable,
         };
         let entry = Entry {
             rows_hash,
@@ -436,22 +546,23 @@ impl KeyTable {
         keys.add(key, entry, arrived, self.window.max_keys);
     }
 
-    /// The last rows of the insert with `key` landed, in `flush`.
-    pub(crate) fn landed(&self, key: &str, flush: &Arc<str>) {
-        let mut keys = self.lock();
-        let Some(entry) = keys.entries.get_mut(key) else {
-            return;
-        };
-        match &mut entry.state {
-            State::InFlight { landed } => *landed = Some(flush.clone()),
-            State::Accepted { held, .. } => {
-                *held = Held::Committed {
-                    flush: Some(flush.clone()),
+    /// The last rows of the inserts with `landed_keys` landed, in `flush`. Taken a few hundred
+    /// at a time, so a large flush does not hold up the inserts waiting for the lock.
+    pub(crate) fn landed<'k>(
+        &self,
+        landed_keys: impl IntoIterator<Item = &'k str>,
+        flush: &Arc<str>,
+    ) {
+        let mut landed_keys = landed_keys.into_iter().peekable();
+        while landed_keys.peek().is_some() {
+            let mut keys = self.lock();
+            for key in landed_keys.by_ref().take(LANDED_PER_LOCK) {
+                if let Some(entry) = keys.entries.get_mut(key) {
+                    entry.state.landed(flush);
                 }
             }
-            State::Refused(_) => return,
+            self.bump();
         }
-        self.bump();
     }
 
     /// The store refused the rows of the accepted insert with `key` for good, for `reason`:
@@ -493,9 +604,10 @@ impl Keys {
     /// Puts `entry` under `key`, new or replacing a refused one, and forgets the oldest keys
     /// past `max_keys`.
     fn add(&mut self, key: &str, entry: Entry, now: Instant, max_keys: usize) {
-        if self.entries.insert(key.to_owned(), entry).is_none() {
+        let key: Arc<str> = Arc::from(key);
+        if self.entries.insert(key.clone(), entry).is_none() {
             self.bytes += key.len() + KEY_OVERHEAD;
-            self.arrivals.push_back((now, key.to_owned()));
+            self.arrivals.push_back((now, key));
             while self.arrivals.len() > max_keys {
                 self.forget_oldest();
             }
@@ -514,26 +626,30 @@ impl Keys {
     /// Forgets keys older than the window, except one still in flight, which is kept until
     /// it settles so that its resends wait for it.
     fn forget_before(&mut self, now: Instant, window: KeyWindow) {
+        let held = self.entries.len();
         while let Some((at, _)) = self.arrivals.front() {
             if now.saturating_duration_since(*at) <= window.window {
                 break;
             }
             self.forget_oldest();
         }
-        self.count();
+        if self.entries.len() != held {
+            self.count();
+        }
     }
 
     fn forget_oldest(&mut self) {
         let Some((_, key)) = self.arrivals.pop_front() else {
             return;
         };
-        if let Some(entry) = self.entries.get_mut(&key)
-            && matches!(entry.state, State::InFlight { .. })
-        {
-            entry.queued = false;
-            return;
+        let len = key.len();
+        if let hash_map::Entry::Occupied(mut held) = self.entries.entry(key) {
+            if matches!(held.get().state, State::InFlight { .. }) {
+                held.get_mut().queued = false;
+                return;
+            }
+            held.remove();
         }
-        self.entries.remove(&key);
-        self.bytes -= key.len() + KEY_OVERHEAD;
+        self.bytes -= len + KEY_OVERHEAD;
     }
 }

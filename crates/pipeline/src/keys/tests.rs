@@ -72,7 +72,7 @@ fn a_resend_asking_for_more_than_its_first_holds_waits_for_it_to_land() {
         panic!("nor a committed one");
     };
     let flush: Arc<str> = Arc::from("t/p/1-4");
-    keys.landed("k", &flush);
+    keys.landed(["k"], &flush);
     assert!(changed.has_changed().unwrap());
     assert!(matches!(
         keys.begin("k", 1, AckMode::Committed, now),
@@ -96,7 +96,7 @@ fn rows_that_land_before_their_insert_is_answered_are_committed_when_it_is() {
         Begin::New
     ));
     let flush: Arc<str> = Arc::from("t/p/5-5");
-    keys.landed("k", &flush);
+    keys.landed(["k"], &flush);
     keys.settle("k", Ok((1, Held::Committed { flush: None })), now);
     assert_eq!(
         keys.status("k", now),
@@ -128,8 +128,8 @@ fn a_key_whose_rows_the_store_refused_is_free_again() {
 fn recovered_keys_answer_resends_and_do_not_overwrite_known_ones() {
     let keys = table(10);
     let now = Instant::now();
-    keys.recovered("logged", 1, 4, false, now);
-    keys.recovered("landed", 2, 5, true, now);
+    keys.recovered("logged", 1, 4, None, now);
+    keys.recovered("landed", 2, 5, Some(Arc::from("")), now);
     assert!(matches!(
         keys.begin("logged", 1, DURABLE, now),
         Begin::Duplicate { rows: 4 }
@@ -142,7 +142,7 @@ fn recovered_keys_answer_resends_and_do_not_overwrite_known_ones() {
         keys.begin("landed", 2, AckMode::Committed, now),
         Begin::Duplicate { rows: 5 }
     ));
-    keys.recovered("landed", 2, 5, false, now);
+    keys.recovered("landed", 2, 5, None, now);
     assert_eq!(
         keys.status("landed", now),
         KeyStatus::Accepted {
@@ -158,15 +158,10 @@ fn the_journal_brings_landed_keys_back_after_a_restart() {
     let budget = Arc::new(MemoryBudget::new(1 << 30));
     let window = KeyWindow::default();
     let keys = KeyTable::new("t", window, &budget, Some(dir.path().into()));
-    let landing = Landing {
-        key: "k".to_owned(),
-        rows_hash: 9,
-        rows: 2,
-        flush: "t/p/1-1".to_owned(),
-    };
+    let landed = KeyedInsert::new("k".to_owned(), 9, 2, 1);
     keys.journal()
         .unwrap()
-        .append(&[landing], SystemTime::now())
+        .append("t/p/1-1", &[landed], SystemTime::now())
         .unwrap();
     drop(keys);
     let keys = KeyTable::new("t", window, &budget, Some(dir.path().into()));
@@ -176,6 +171,15 @@ fn the_journal_brings_landed_keys_back_after_a_restart() {
         Begin::Duplicate { rows: 2 }
     ));
     assert!(matches!(keys.begin("k", 8, DURABLE, now), Begin::Conflict));
+    assert_eq!(
+        keys.status("k", now),
+        KeyStatus::Accepted {
+            rows: 2,
+            held: Held::Committed {
+                flush: Some(Arc::from("t/p/1-1"))
+            }
+        }
+    );
 }
 
 #[test]

@@ -38,7 +38,7 @@ use crate::ack::{AckMode, Failure, Outcome, Waiter};
 use crate::clock;
 use crate::config::PipelineConfig;
 use crate::error::{InsertError, PartitionLimit};
-use crate::keys::{Begin, Held, KeyStatus, KeyTable, KeyedInsert, check_key};
+use crate::keys::{Begin, Held, KeyStatus, KeyTable, KeyedInsert, Settling, check_key};
 use crate::memory::MemoryBudget;
 use crate::record;
 use crate::record::LoggedKey;
@@ -294,19 +294,8 @@ impl Pipeline {
                 .submit(&handle, batch, bytes, terms, None, record)
                 .await;
         };
-        // A keyed insert runs to its outcome in a task of its own: a client that goes away
-        // mid-insert must not leave its key in flight, with the rows' fate unknown.
-        let (pipeline, key) = (self.clone(), key.to_owned());
-        let (table, body) = (insert.table.to_owned(), insert.body.to_vec());
-        let record =
-            move |key: Option<LoggedKey<'_>>| Ok(record::encode_body(&table, key, &options, &body));
-        tokio::spawn(async move {
-            pipeline
-                .submit_keyed(&handle, &key, batch, bytes, terms, record)
-                .await
-        })
-        .await
-        .map_err(|e| InsertError::NotCommitted(format!("the insert's task failed: {e}")))?
+        self.submit_keyed(&handle, key, batch, bytes, terms, record)
+            .await
     }
 
     /// Submits an insert with `key`, unless an insert with the key and the same rows was
@@ -353,9 +342,10 @@ impl Pipeline {
             }
         }
         let rows = batch.num_rows() as u64;
-        let logged = LoggedKey { key, rows_hash };
+        let insert = KeyedInsert::new(key.to_owned(), rows_hash, rows, 0);
+        let settling = Settling::new(&handle.keys, insert);
         let result = self
-            .submit(handle, batch, bytes, terms, Some(logged), record)
+            .submit(handle, batch, bytes, terms, Some(settling.insert()), record)
             .await;
         let outcome = match &result {
             Ok(inserted) => Ok((inserted.rows, Held::of(inserted.ack))),
@@ -370,7 +360,7 @@ impl Pipeline {
             }
             Err(error) => Err(error.to_string()),
         };
-        handle.keys.settle(key, outcome, clock::now());
+        settling.settle(outcome);
         result
     }
 
@@ -563,7 +553,7 @@ impl Pipeline {
         batch: RecordBatch,
         body_bytes: u64,
         terms: Terms,
-        key: Option<LoggedKey<'_>>,
+        keyed: Option<&Arc<KeyedInsert>>,
         record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Vec<u8>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let Terms {
@@ -591,12 +581,18 @@ impl Pipeline {
             Admission::Wait => memory.reserve(bytes).await,
         };
         let pieces = measured.reserved(reserved);
+        let logged = keyed.map(|keyed| LoggedKey {
+            key: &keyed.key,
+            rows_hash: keyed.rows_hash,
+        });
         let payload = match self.inner.wal {
-            Some(_) if ack != AckMode::Async => Some(record(key)?),
+            Some(_) if ack != AckMode::Async => Some(record(logged)?),
             _ => None,
         };
-        let keyed =
-            key.map(|key| KeyedInsert::new(key.key.to_owned(), key.rows_hash, rows, pieces.len()));
+        if let Some(keyed) = keyed {
+            keyed.split_in(pieces.len());
+        }
+        let keyed = keyed.cloned();
         let (waiter, outcome) = match ack {
             AckMode::Committed => {
                 let (waiter, rx) = Waiter::new(pieces.len());
@@ -681,6 +677,9 @@ impl Pipeline {
             },
             (None, _) => (self.inner.seq.fetch_add(1, Ordering::Relaxed), None, None),
         };
+        if let Some(keyed) = &keyed {
+            keyed.handed_over();
+        }
         let msg = InsertMsg {
             pieces,
             seq,

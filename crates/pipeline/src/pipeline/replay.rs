@@ -10,7 +10,7 @@ use sluice_wal::Wal;
 
 use super::TableHandle;
 use crate::error::StartError;
-use crate::keys::{KeyedInsert, Landing};
+use crate::keys::KeyedInsert;
 use crate::record::{self, LoggedKey, Rows};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Split};
 
@@ -80,7 +80,7 @@ pub(super) fn replay_frames(
         report.pieces_already_landed += (total - split.len()) as u64;
         let now = crate::clock::now();
         let keyed = logged.key.map(|key| {
-            let landed = split.is_empty();
+            let landed = split.is_empty().then(|| Arc::from(""));
             handle
                 .keys
                 .recovered(key.key, key.rows_hash, logged.rows, landed, now);
@@ -88,7 +88,7 @@ pub(super) fn replay_frames(
         });
         if split.is_empty() {
             match keyed {
-                Some(keyed) => landed_keys.add(handle, lsn, &keyed),
+                Some(keyed) => landed_keys.add(handle, lsn, keyed),
                 None => wal.landed(lsn),
             }
             return;
@@ -121,22 +121,17 @@ pub(super) fn replay_frames(
 /// their records, so a crash in between loses neither.
 #[derive(Default)]
 struct LandedKeys {
-    by_table: HashMap<TableName, (Arc<TableHandle>, Vec<Landing>)>,
+    by_table: HashMap<TableName, (Arc<TableHandle>, Vec<Arc<KeyedInsert>>)>,
     lsns: Vec<u64>,
 }
 
 impl LandedKeys {
-    fn add(&mut self, handle: &Arc<TableHandle>, lsn: u64, keyed: &KeyedInsert) {
-        let (_, landings) = self
+    fn add(&mut self, handle: &Arc<TableHandle>, lsn: u64, keyed: Arc<KeyedInsert>) {
+        let (_, landed) = self
             .by_table
             .entry(handle.def.name().clone())
             .or_insert_with(|| (handle.clone(), Vec::new()));
-        landings.push(Landing {
-            key: keyed.key.clone(),
-            rows_hash: keyed.rows_hash,
-            rows: keyed.rows,
-            flush: String::new(),
-        });
+        landed.push(keyed);
         self.lsns.push(lsn);
     }
 
@@ -144,9 +139,10 @@ impl LandedKeys {
     /// the records: the next start finds their keys there again.
     fn journal_then_release(self, wal: &Wal) {
         let now = std::time::SystemTime::now();
-        for (table, (handle, landings)) in &self.by_table {
+        for (table, (handle, landed)) in &self.by_table {
+            // The flush that landed them is not known: they landed before the crash.
             if let Some(journal) = handle.keys.journal()
-                && let Err(e) = journal.append(landings, now)
+                && let Err(e) = journal.append("", landed, now)
             {
                 tracing::error!(%table, error = %e, "cannot journal the keys of landed inserts; their log records are kept");
                 return;

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
 use crate::dead;
-use crate::keys::{KeyTable, Landing};
+use crate::keys::{KeyTable, KeyedInsert};
 
 use super::held::{self, Kept};
 use super::message::Token;
@@ -58,7 +58,7 @@ impl Writer {
             last_seq: batch.sealed.last_seq,
         };
         let chunks = batch.sealed.chunks.clone();
-        let landings = landings(&batch, &id);
+        let (flush_name, landed) = (id.to_string(), keyed_inserts(&batch));
         let keyed = held::keyed_rows(self.sink.as_ref(), &batch);
         let (table, sink, keys) = (self.table.clone(), self.sink.clone(), self.keys.clone());
         let task = tokio::spawn(async move {
@@ -110,7 +110,7 @@ impl Writer {
             };
             let result = sink.write(flush).await;
             let keys_kept = match &result {
-                Ok(_) => journal(keys, landings).await,
+                Ok(_) => journal(keys, flush_name, landed).await,
                 Err(_) => true,
             };
             FlushResult {
@@ -180,6 +180,7 @@ impl Writer {
         self.instruments.parts.increment(landed.parts);
         self.instruments.rows_written.increment(sealed.rows);
         self.instruments.part_rows.record(sealed.rows as f64);
+        let mut landed_keys = Vec::new();
         for token in &sealed.tokens {
             self.instruments
                 .row_wait
@@ -190,13 +191,16 @@ impl Writer {
             if let Some(keyed) = &token.keyed
                 && keyed.piece_landed()
             {
-                self.keys.landed(&keyed.key, &flush);
+                landed_keys.push(keyed.key.as_str());
             }
             if let Some(frame) = &token.frame
                 && (keys_kept || token.keyed.is_none())
             {
                 frame.piece_done();
             }
+        }
+        if !landed_keys.is_empty() {
+            self.keys.landed(landed_keys, &flush);
         }
         self.stats
             .rows_written
@@ -334,30 +338,21 @@ fn flush_name(table: &sluice_core::TableDef, batch: &Queued) -> String {
     .to_string()
 }
 
-/// The keyed inserts of a flush, as the journal keeps them.
-fn landings(batch: &Queued, id: &sluice_core::FlushId) -> Vec<Landing> {
-    batch
-        .sealed
-        .tokens
-        .iter()
-        .filter_map(|token| token.keyed.as_ref())
-        .map(|keyed| Landing {
-            key: keyed.key.clone(),
-            rows_hash: keyed.rows_hash,
-            rows: keyed.rows,
-            flush: id.to_string(),
-        })
+/// The keyed inserts of a flush.
+fn keyed_inserts(batch: &Queued) -> Vec<Arc<KeyedInsert>> {
+    (batch.sealed.tokens.iter())
+        .filter_map(|token| token.keyed.clone())
         .collect()
 }
 
-/// Writes `landings` to the table's journal, off the runtime; whether they are in it (or need
-/// not be: none, or no journal).
-async fn journal(keys: Arc<KeyTable>, landings: Vec<Landing>) -> bool {
-    if landings.is_empty() || keys.journal().is_none() {
+/// Writes the keys of `inserts`, landed in `flush`, to the table's journal, off the runtime;
+/// whether they are in it (or need not be: none, or no journal).
+async fn journal(keys: Arc<KeyTable>, flush: String, inserts: Vec<Arc<KeyedInsert>>) -> bool {
+    if inserts.is_empty() || keys.journal().is_none() {
         return true;
     }
     let written = tokio::task::spawn_blocking(move || match keys.journal() {
-        Some(journal) => journal.append(&landings, SystemTime::now()),
+        Some(journal) => journal.append(&flush, &inserts, SystemTime::now()),
         None => Ok(()),
     })
     .await;

@@ -287,7 +287,11 @@ impl Writer {
     /// refused, so its rows must not land).
     fn admit(&mut self, msg: InsertMsg) {
         match msg.durable.as_ref().and_then(|d| d.result()) {
-            Some(Err(_)) => {
+            Some(Err(e)) => {
+                if let Some(keyed) = &msg.keyed {
+                    let reason = format!("the write-ahead log could not write it: {e}");
+                    self.keys.store_refused(&keyed.key, &reason);
+                }
                 if let Some(frame) = &msg.frame {
                     for _ in &msg.pieces {
                         frame.piece_done();

@@ -366,3 +366,46 @@ async fn a_keyed_insert_not_committed_in_time_is_not_stored_again_by_its_resend(
         .sum();
     assert_eq!(landed, 100, "the rows landed once");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_insert_whose_client_went_away_keeps_its_key_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = start_with(dir.path(), Duration::from_secs(30), Duration::from_secs(10)).await;
+    let blocker = dir.path().join("t").join("service=a");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let body = rows(0..10);
+    let keyed = |ack| Insert {
+        key: Some("gone"),
+        ..insert(&body, ack, Admission::Refuse)
+    };
+    // The client gives up while its insert waits for the store: the future is dropped.
+    let gave_up = tokio::time::timeout(
+        Duration::from_secs(1),
+        pipeline.insert_body(keyed(AckMode::Committed)),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    assert_eq!(
+        pipeline.key_status("t", "gone"),
+        KeyStatus::Accepted {
+            rows: 10,
+            held: Held::Buffered
+        },
+        "taken, not in flight: its resends need not wait for an answer nobody gets"
+    );
+    std::fs::remove_file(&blocker).unwrap();
+    let resend = pipeline
+        .insert_body(keyed(AckMode::Committed))
+        .await
+        .unwrap();
+    assert!(resend.duplicate, "the resend waited for the first to land");
+    assert!(matches!(
+        pipeline.key_status("t", "gone"),
+        KeyStatus::Accepted {
+            held: Held::Committed { .. },
+            ..
+        }
+    ));
+    assert!(pipeline.shutdown().await.rows_lost() == 0);
+    assert_eq!(pipeline.tables()[0].rows_written, 10, "once");
+}
