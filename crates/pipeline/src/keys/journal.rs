@@ -246,7 +246,7 @@ mod tests {
 
     fn landed(keys: &[&str]) -> Vec<Arc<KeyedInsert>> {
         keys.iter()
-            .map(|key| KeyedInsert::new((*key).to_owned(), 7, 3, 1))
+            .map(|key| KeyedInsert::new(Arc::from(*key), 7, 3, 1))
             .collect()
     }
 

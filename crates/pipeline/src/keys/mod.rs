@@ -201,7 +201,8 @@ pub enum KeyStatus {
 #[derive(Debug)]
 pub(crate) enum Begin {
     /// It is the first with its key (or the one before was refused): go ahead, then settle.
-    New,
+    /// The key, as the table holds it.
+    New(Arc<str>),
     /// An insert with its key and its rows was accepted and is as safe as this one asks:
     /// answer this one from it.
     Duplicate { rows: u64 },
@@ -240,6 +241,9 @@ impl State {
     }
 }
 
+/// The keys' bytes are held in the memory budget rounded up to this.
+const RESERVATION_STEP: u64 = 64 * 1024;
+
 /// Keys a landed flush marks per hold of the table's lock.
 const LANDED_PER_LOCK: usize = 256;
 
@@ -254,7 +258,7 @@ struct Entry {
 /// A keyed insert on its way to the store: told as each of its partition pieces lands, so the
 /// key can say `committed` once the last one has.
 pub(crate) struct KeyedInsert {
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     pub(crate) rows_hash: u64,
     /// The insert's rows, all partitions.
     pub(crate) rows: u64,
@@ -265,7 +269,7 @@ pub(crate) struct KeyedInsert {
 
 impl KeyedInsert {
     /// A keyed insert of `rows` split in `pieces` partition pieces.
-    pub(crate) fn new(key: String, rows_hash: u64, rows: u64, pieces: usize) -> Arc<Self> {
+    pub(crate) fn new(key: Arc<str>, rows_hash: u64, rows: u64, pieces: usize) -> Arc<Self> {
         Arc::new(Self {
             key,
             rows_hash,
@@ -465,8 +469,7 @@ impl KeyTable {
             state: State::InFlight { landed: None },
             queued: true,
         };
-        keys.add(key, entry, now, self.window.max_keys);
-        Begin::New
+        Begin::New(keys.add(key, entry, now, self.window.max_keys))
     }
 
     /// Settles the insert with `key` that [`KeyTable::begin`] let through, at `now`: accepted
@@ -603,22 +606,28 @@ impl KeyTable {
 impl Keys {
     /// Puts `entry` under `key`, new or replacing a refused one, and forgets the oldest keys
     /// past `max_keys`.
-    fn add(&mut self, key: &str, entry: Entry, now: Instant, max_keys: usize) {
+    /// Returns the key as the table holds it.
+    fn add(&mut self, key: &str, entry: Entry, now: Instant, max_keys: usize) -> Arc<str> {
         let key: Arc<str> = Arc::from(key);
         if self.entries.insert(key.clone(), entry).is_none() {
             self.bytes += key.len() + KEY_OVERHEAD;
-            self.arrivals.push_back((now, key));
+            self.arrivals.push_back((now, key.clone()));
             while self.arrivals.len() > max_keys {
                 self.forget_oldest();
             }
         }
         self.count();
+        key
     }
 
     /// Holds the keys' bytes in the memory budget (already allocated, so never refused), and
     /// shows the keys and their bytes in the table's gauges.
     fn count(&mut self) {
-        self.reservation.resize(self.bytes as u64);
+        // Held in steps, so that most keys move no shared counter of the budget.
+        let held = (self.bytes as u64).div_ceil(RESERVATION_STEP) * RESERVATION_STEP;
+        if held != self.reservation.bytes() {
+            self.reservation.resize(held);
+        }
         self.held_gauge.set(self.entries.len() as f64);
         self.bytes_gauge.set(self.bytes as f64);
     }

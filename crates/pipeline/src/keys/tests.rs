@@ -14,7 +14,7 @@ const DURABLE: AckMode = AckMode::Durable;
 fn an_accepted_key_answers_its_resend_as_a_duplicate() {
     let keys = table(10);
     let now = Instant::now();
-    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New));
+    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New(_)));
     keys.settle("k", Ok((3, Held::Durable)), now);
     assert!(matches!(
         keys.begin("k", 1, DURABLE, now),
@@ -38,7 +38,7 @@ fn an_accepted_key_answers_its_resend_as_a_duplicate() {
 fn a_resend_waits_for_the_first_then_follows_its_outcome() {
     let keys = table(10);
     let now = Instant::now();
-    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New));
+    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New(_)));
     let Begin::Wait(mut changed) = keys.begin("k", 1, DURABLE, now) else {
         panic!("the first is in flight");
     };
@@ -51,7 +51,7 @@ fn a_resend_waits_for_the_first_then_follows_its_outcome() {
         KeyStatus::Refused("overloaded".to_owned())
     );
     assert!(
-        matches!(keys.begin("k", 2, DURABLE, now), Begin::New),
+        matches!(keys.begin("k", 2, DURABLE, now), Begin::New(_)),
         "a refused key is free, even for other rows"
     );
 }
@@ -62,7 +62,7 @@ fn a_resend_asking_for_more_than_its_first_holds_waits_for_it_to_land() {
     let now = Instant::now();
     assert!(matches!(
         keys.begin("k", 1, AckMode::Async, now),
-        Begin::New
+        Begin::New(_)
     ));
     keys.settle("k", Ok((2, Held::Buffered)), now);
     let Begin::Wait(changed) = keys.begin("k", 1, DURABLE, now) else {
@@ -93,7 +93,7 @@ fn rows_that_land_before_their_insert_is_answered_are_committed_when_it_is() {
     let now = Instant::now();
     assert!(matches!(
         keys.begin("k", 1, AckMode::Committed, now),
-        Begin::New
+        Begin::New(_)
     ));
     let flush: Arc<str> = Arc::from("t/p/5-5");
     keys.landed(["k"], &flush);
@@ -113,7 +113,7 @@ fn a_key_whose_rows_the_store_refused_is_free_again() {
     let now = Instant::now();
     assert!(matches!(
         keys.begin("k", 1, AckMode::Async, now),
-        Begin::New
+        Begin::New(_)
     ));
     keys.settle("k", Ok((1, Held::Buffered)), now);
     keys.store_refused("k", "bad value");
@@ -121,7 +121,7 @@ fn a_key_whose_rows_the_store_refused_is_free_again() {
         keys.status("k", now),
         KeyStatus::Refused("bad value".to_owned())
     );
-    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New));
+    assert!(matches!(keys.begin("k", 1, DURABLE, now), Begin::New(_)));
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn the_journal_brings_landed_keys_back_after_a_restart() {
     let budget = Arc::new(MemoryBudget::new(1 << 30));
     let window = KeyWindow::default();
     let keys = KeyTable::new("t", window, &budget, Some(dir.path().into()));
-    let landed = KeyedInsert::new("k".to_owned(), 9, 2, 1);
+    let landed = KeyedInsert::new(Arc::from("k"), 9, 2, 1);
     keys.journal()
         .unwrap()
         .append("t/p/1-1", &[landed], SystemTime::now())
@@ -226,16 +226,13 @@ fn keys_are_forgotten_past_the_window_or_the_count_but_not_in_flight() {
     let keys = table(2);
     let start = Instant::now();
     for key in ["a", "b", "c"] {
-        assert!(matches!(keys.begin(key, 1, DURABLE, start), Begin::New));
+        assert!(matches!(keys.begin(key, 1, DURABLE, start), Begin::New(_)));
         keys.settle(key, Ok((1, Held::Buffered)), start);
     }
     assert_eq!(keys.status("a", start), KeyStatus::Unknown);
     assert_eq!(keys.held(), (2, 2 * (1 + KEY_OVERHEAD)));
-    assert_eq!(
-        keys.lock().reservation.bytes(),
-        2 * (1 + KEY_OVERHEAD) as u64
-    );
-    assert!(matches!(keys.begin("d", 1, DURABLE, start), Begin::New));
+    assert_eq!(keys.lock().reservation.bytes(), RESERVATION_STEP);
+    assert!(matches!(keys.begin("d", 1, DURABLE, start), Begin::New(_)));
     let later = start + Duration::from_secs(61);
     assert_eq!(keys.status("c", later), KeyStatus::Unknown);
     assert_eq!(keys.status("d", later), KeyStatus::InFlight);

@@ -313,9 +313,9 @@ impl Pipeline {
         let rows_hash = crate::keys::rows_hash(&batch);
         let timeout = self.inner.config.ack_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
-        loop {
+        let held = loop {
             match handle.keys.begin(key, rows_hash, terms.ack, clock::now()) {
-                Begin::New => break,
+                Begin::New(held) => break held,
                 Begin::Duplicate { rows } => {
                     handle.duplicates.increment(1);
                     return Ok(Inserted {
@@ -340,9 +340,9 @@ impl Pipeline {
                     });
                 }
             }
-        }
+        };
         let rows = batch.num_rows() as u64;
-        let insert = KeyedInsert::new(key.to_owned(), rows_hash, rows, 0);
+        let insert = KeyedInsert::new(held, rows_hash, rows, 0);
         let settling = Settling::new(&handle.keys, insert);
         let result = self
             .submit(handle, batch, bytes, terms, Some(settling.insert()), record)

@@ -84,7 +84,7 @@ pub(super) fn replay_frames(
             handle
                 .keys
                 .recovered(key.key, key.rows_hash, logged.rows, landed, now);
-            KeyedInsert::new(key.key.to_owned(), key.rows_hash, logged.rows, split.len())
+            KeyedInsert::new(Arc::from(key.key), key.rows_hash, logged.rows, split.len())
         });
         if split.is_empty() {
             match keyed {

@@ -191,7 +191,7 @@ impl Writer {
             if let Some(keyed) = &token.keyed
                 && keyed.piece_landed()
             {
-                landed_keys.push(keyed.key.as_str());
+                landed_keys.push(&*keyed.key);
             }
             if let Some(frame) = &token.frame
                 && (keys_kept || token.keyed.is_none())

@@ -29,7 +29,7 @@ pub(super) fn keyed_rows(sink: &dyn Sink, batch: &Queued) -> Vec<KeyedRows> {
         if let Some(insert) = &token.keyed {
             keyed.push(KeyedRows {
                 key: InsertKey {
-                    key: insert.key.clone(),
+                    key: insert.key.to_string(),
                     rows_hash: insert.rows_hash,
                 },
                 rows,
