@@ -544,19 +544,29 @@ fn print_crash(report: &crash::CrashReport) {
         "crash test: {} kills with SIGKILL under load",
         report.cycles.len()
     );
-    println!("  acknowledged rows  {:>10}", a.acked);
-    println!("  rows in the lake   {:>10}", a.landed);
-    println!("  lost               {:>10}", a.lost);
-    println!("  duplicated         {:>10}", a.duplicated);
+    print_audit(a, "rows in the lake ");
     println!("  parts              {:>10}", report.parts);
     println!("  elapsed            {:>10.1} s", report.elapsed_s);
+    print_examples(a);
+    println!("  {}", verdict(report.passed()));
+}
+
+/// What an audit counted: acknowledged rows, what the store holds, lost, duplicated.
+fn print_audit(a: &sluice_lab::verify::Audit, landed: &str) {
+    println!("  acknowledged rows  {:>10}", a.acked);
+    println!("  {landed}  {:>10}", a.landed);
+    println!("  lost               {:>10}", a.lost);
+    println!("  duplicated         {:>10}", a.duplicated);
+}
+
+/// A few of the lost and duplicated ids, when there are any.
+fn print_examples(a: &sluice_lab::verify::Audit) {
     if !a.lost_examples.is_empty() || !a.duplicated_examples.is_empty() {
         println!(
             "  lost e.g. {:?}, duplicated e.g. {:?}",
             a.lost_examples, a.duplicated_examples
         );
     }
-    println!("  {}", verdict(report.passed()));
 }
 
 /// `sluice lab resend`: producers that resend until answered, across kills. Fails when an
@@ -629,17 +639,9 @@ fn print_resend(report: &resend::ResendReport) {
         report.given_up,
         given_up_statuses(report)
     );
-    println!("  acknowledged rows  {:>10}", a.acked);
-    println!("  ids in the store   {:>10}", a.landed);
-    println!("  lost               {:>10}", a.lost);
-    println!("  duplicated         {:>10}", a.duplicated);
+    print_audit(a, "ids in the store ");
     println!("  elapsed            {:>10.1} s", report.elapsed_s);
-    if !a.lost_examples.is_empty() || !a.duplicated_examples.is_empty() {
-        println!(
-            "  lost e.g. {:?}, duplicated e.g. {:?}",
-            a.lost_examples, a.duplicated_examples
-        );
-    }
+    print_examples(a);
     println!("  {}", verdict(report.passed()));
 }
 

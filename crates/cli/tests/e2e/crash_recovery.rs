@@ -2,26 +2,7 @@
 //! lake exactly once after SIGKILLs under load and restarts. (Run it with `--cycles 20` or more by
 //! hand: `sluice lab crash --help`.) And `sluice lab acks`, the ack-mode benchmark, on a small load.
 
-use std::process::Command;
-
-/// Runs `sluice ARGS --json FILE` and returns whether it succeeded and the report.
-fn run_json(args: &[&str]) -> (bool, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
-    (
-        output.status.success(),
-        serde_json::from_str(&text).unwrap(),
-    )
-}
+use crate::common::run_json;
 
 #[test]
 fn durable_rows_survive_sigkill_exactly_once() {

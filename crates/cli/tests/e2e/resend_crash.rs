@@ -3,35 +3,17 @@
 //! in the lake, SQLite and PostgreSQL; without keys the run reports the rows resends landed
 //! twice.
 
-use std::process::Command;
-
 use sluice_lab::services::Postgres;
 
+use crate::common;
+
 /// Runs `sluice lab resend ARGS --json FILE` with ten short cycles and 16 producers: whether it
-/// succeeded, and the report. Fails the test, with the output, when no report was written.
+/// succeeded, and the report.
 fn resend(args: &[&str]) -> (bool, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "resend", "--cycles", "10", "--producers", "16"])
-        .args(["--min-run", "300ms", "--max-run", "1200ms"])
-        .args(args)
-        .arg("--json")
-        .arg(&path)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (
-        output.status.success(),
-        serde_json::from_str(&text).unwrap(),
-    )
+    let mut all = vec!["lab", "resend", "--cycles", "10", "--producers", "16"];
+    all.extend(["--min-run", "300ms", "--max-run", "1200ms"]);
+    all.extend(args);
+    common::run_json(&all)
 }
 
 /// Checks a keyed run passed: ten kills, rows acknowledged, none lost, none twice, no insert

@@ -145,17 +145,19 @@ async fn lands_rows_with_the_documented_types_exactly_once() {
     );
 }
 
+/// A sink into the database at `path` for the sluice data directory named `writer`.
+fn writer_of(path: &std::path::Path, writer: &str) -> SqliteSink {
+    SqliteSink::open(SqliteConfig::new(path))
+        .unwrap()
+        .with_writer(LedgerWriter::new(writer))
+}
+
 #[tokio::test]
 async fn two_writers_into_one_table_each_keep_their_own_ledger() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.sqlite");
     // Two sluice data directories, so two sequences of numbers, landing in one table.
-    let sink_for = |writer: &str| {
-        SqliteSink::open(SqliteConfig::new(&path))
-            .unwrap()
-            .with_writer(LedgerWriter::new(writer))
-    };
-    let (a, b) = (sink_for("a"), sink_for("b"));
+    let (a, b) = (writer_of(&path, "a"), writer_of(&path, "b"));
     let events = events();
     a.create_table(&events).await.unwrap();
     b.create_table(&events).await.unwrap();
@@ -217,12 +219,7 @@ async fn two_writers_into_one_table_each_keep_their_own_ledger() {
 async fn insert_keys_are_kept_with_the_rows_and_a_key_taken_meanwhile_fails_retriably() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.sqlite");
-    let sink_for = |writer: &str| {
-        SqliteSink::open(SqliteConfig::new(&path))
-            .unwrap()
-            .with_writer(LedgerWriter::new(writer))
-    };
-    let (a, b) = (sink_for("a"), sink_for("b"));
+    let (a, b) = (writer_of(&path, "a"), writer_of(&path, "b"));
     let events = events();
     a.create_table(&events).await.unwrap();
     let api = PartitionKey::Value("api".into());

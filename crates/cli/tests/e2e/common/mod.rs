@@ -495,3 +495,28 @@ pub fn compaction_rounds(page: &str) -> f64 {
     );
     rounds
 }
+
+/// Runs `sluice ARGS --json FILE` with `RUST_LOG=error`: whether it succeeded, and the report
+/// it wrote. Fails the test, with the output, when it wrote none.
+pub fn run_json(args: &[&str]) -> (bool, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .arg("--json")
+        .arg(&path)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (
+        output.status.success(),
+        serde_json::from_str(&text).unwrap(),
+    )
+}
