@@ -220,7 +220,24 @@ async fn two_sluices_land_a_keyed_resend_once(sink: &str) -> (Server, Server) {
     assert_eq!(status, StatusCode::OK);
     let (status, _, _) = post(&first, "committed", "shared-2", "{\"id\":5}\n").await;
     assert_eq!(status, StatusCode::OK, "the first never saw shared-2");
+    // Every insert above was answered `committed`, so each flush is done: the second wrote
+    // id 4 only, having left out the rows the first had landed.
+    assert_eq!(rows_written(&second).await, 1);
+    assert_eq!(rows_written(&first).await, 3);
     (first, second)
+}
+
+/// The rows `server` says it wrote into `t`.
+async fn rows_written(server: &Server) -> u64 {
+    let tables: Value = reqwest::get(server.url("/v1/tables"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tables = tables["tables"].as_array().unwrap();
+    let t = tables.iter().find(|t| t["name"] == "t").unwrap();
+    t["rows_written"].as_u64().unwrap()
 }
 
 fn stop(mut server: Server) {

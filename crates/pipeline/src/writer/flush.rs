@@ -22,6 +22,8 @@ pub(super) struct FlushResult {
     /// Whether the keys of the flush's keyed inserts are in the table's journal (or there is
     /// no journal). When not, their frames are kept in the log, whose records hold the keys.
     pub(super) keys_kept: bool,
+    /// Rows left out because their keyed inserts were already in the store.
+    pub(super) left_out: u64,
 }
 
 impl FlushResult {
@@ -30,6 +32,7 @@ impl FlushResult {
             result: Err(error),
             took,
             keys_kept: true,
+            left_out: 0,
         }
     }
 }
@@ -117,6 +120,7 @@ impl Writer {
                 result,
                 took: started.elapsed(),
                 keys_kept,
+                left_out,
             }
         });
         Some(Inflight { batch, task })
@@ -163,7 +167,7 @@ impl Writer {
     /// was refused for good; queues it again, after a backoff, when it may land later.
     pub(super) fn finish(&mut self, batch: Queued, flush: FlushResult) {
         match flush.result {
-            Ok(landed) => self.landed(batch, &landed, flush.took, flush.keys_kept),
+            Ok(ref landed) => self.landed(batch, landed, &flush),
             Err(error) if error.is_retriable() => self.retry(batch, &error),
             Err(error) => self.refused(batch, &error),
         }
@@ -172,14 +176,18 @@ impl Writer {
     /// A flush landed: its rows are counted, its waiters, keys and frames told, its memory
     /// given back. When the flush's keys could not be journaled, the frames of its keyed
     /// inserts stay in the log.
-    fn landed(&mut self, batch: Queued, landed: &Landed, took: Duration, keys_kept: bool) {
+    fn landed(&mut self, batch: Queued, landed: &Landed, outcome: &FlushResult) {
         let sealed = &batch.sealed;
         let now = crate::clock::now();
         let flush: Arc<str> = Arc::from(flush_name(&self.table, &batch).as_str());
-        self.instruments.flush_seconds.record(took.as_secs_f64());
+        let written = sealed.rows.saturating_sub(outcome.left_out);
+        let keys_kept = outcome.keys_kept;
+        self.instruments
+            .flush_seconds
+            .record(outcome.took.as_secs_f64());
         self.instruments.parts.increment(landed.parts);
-        self.instruments.rows_written.increment(sealed.rows);
-        self.instruments.part_rows.record(sealed.rows as f64);
+        self.instruments.rows_written.increment(written);
+        self.instruments.part_rows.record(written as f64);
         let mut landed_keys = Vec::new();
         for token in &sealed.tokens {
             self.instruments
@@ -204,7 +212,7 @@ impl Writer {
         }
         self.stats
             .rows_written
-            .fetch_add(sealed.rows, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         self.stats
             .parts_written
             .fetch_add(landed.parts, std::sync::atomic::Ordering::Relaxed);
