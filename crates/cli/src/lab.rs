@@ -14,6 +14,7 @@ use sluice_lab::clickhouse::{ClickHouseLabConfig, Protocol};
 use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
 use sluice_lab::formats::{self, FormatsConfig};
+use sluice_lab::http::{self, HttpConfig, HttpReport};
 use sluice_lab::knee::{self, KneeConfig};
 use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::merge_sim::{self, MergeSimConfig, MergeSimReport};
@@ -39,6 +40,9 @@ pub enum LabCommand {
     Resend(ResendArgs),
     /// Async, durable and committed acks side by side: rows/s, latency, WAL fsyncs/s.
     Acks(AcksArgs),
+    /// `GET /ping` against 1-row async and durable inserts on one server: what a row costs
+    /// beyond the HTTP exchange, with 1,000-row durable inserts for rows/s.
+    Http(HttpArgs),
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
     /// parts, rows rewritten by merges.
     Clickhouse(ClickHouseArgs),
@@ -339,6 +343,22 @@ pub struct AcksArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab http` flags.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Keep-alive connections in every phase.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// How long each phase runs.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    duration: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// `sluice lab overload` flags.
 #[derive(Debug, Args)]
 pub struct OverloadArgs {
@@ -459,6 +479,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Compaction(args) => run_compaction(args).await,
         LabCommand::Clickhouse(args) => run_clickhouse(args, binary).await,
         LabCommand::Acks(args) => run_acks(args, binary).await,
+        LabCommand::Http(args) => run_http(args, binary).await,
         LabCommand::Formats(args) => run_formats(args, binary).await,
     }
 }
@@ -861,6 +882,57 @@ async fn run_acks(args: AcksArgs, binary: PathBuf) -> Result<ExitCode> {
     }
     write_json(args.json.as_ref(), &report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `sluice lab http`: pings, then 1-row async, 1-row durable and 1,000-row durable inserts on one
+/// server. Fails when a phase had errors or measured nothing; the goals are information.
+async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = HttpConfig {
+        binary,
+        data_dir: dir,
+        connections: args.connections,
+        duration: args.duration,
+    };
+    println!(
+        "{} keep-alive connections, {:?} per phase, one server",
+        config.connections, config.duration
+    );
+    println!(
+        "  {:<28} {:>12} {:<9} {:>7}",
+        "phase", "per s", "", "errors"
+    );
+    let report = http::run(config, |phase| {
+        println!(
+            "  {:<28} {:>12.0} {:<9} {:>7}",
+            phase.name, phase.per_s, phase.unit, phase.errors
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    print_http_ratios(&report);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(exit_code(report.measured_cleanly()))
+}
+
+/// The two ratios of `sluice lab http`, each beside its goal.
+fn print_http_ratios(report: &HttpReport) {
+    let met = |met: bool| if met { "met" } else { "not met" };
+    println!(
+        "  async inserts / pings     {:>6.3}  (goal {:.2}: {})",
+        report.async_vs_ping,
+        report.async_vs_ping_goal,
+        met(report.async_vs_ping_met)
+    );
+    println!(
+        "  durable / async inserts   {:>6.3}  (goal {:.2}: {})",
+        report.durable_vs_async,
+        report.durable_vs_async_goal,
+        met(report.durable_vs_async_met)
+    );
+    if !report.measured_cleanly() {
+        println!("  a phase had errors or measured nothing: the figures are not to be trusted");
+    }
 }
 
 async fn run_layouts(args: LayoutsArgs) -> Result<ExitCode> {

@@ -52,7 +52,7 @@ enum Command {
     Parts(parts::PartsArgs),
     /// Run N concurrent producers against a sluice server and report rows/s and latency.
     Load(load::LoadArgs),
-    /// The seeds' experiments and sluice's own: layouts, merge-sim, knee, crash, acks.
+    /// The seeds' experiments and sluice's own: layouts, merge-sim, knee, crash, resend, acks, http.
     #[command(subcommand)]
     Lab(lab::LabCommand),
     /// How many parts a write pattern makes, with and without sluice in front. Instant, no I/O.

@@ -10,6 +10,8 @@
 //! - [`resend`]: producers that resend until answered, across SIGKILLs: once with keys, and the
 //!   duplicates without.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
+//! - [`http`]: `GET /ping` against 1-row async and durable inserts: what a row costs beyond the
+//!   HTTP exchange.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
 //! - [`formats`]: the same rows through the ClickHouse door in each input format: rows/s.
@@ -27,6 +29,7 @@ pub mod crash;
 pub mod estimate;
 pub mod events;
 pub mod formats;
+pub mod http;
 pub mod knee;
 pub mod layouts;
 pub mod load;

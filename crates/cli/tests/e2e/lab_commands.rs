@@ -540,3 +540,41 @@ fn compaction_compares_sluice_with_pyarrow_on_the_same_files() {
     assert_eq!(report["sluice"]["files_out"], 1);
     assert!(report["sluice"]["bytes_out"].as_u64() < report["bytes_in"].as_u64());
 }
+
+#[test]
+fn http_reports_pings_inserts_and_their_ratios() {
+    let (ok, report) =
+        crate::common::run_json(&["lab", "http", "--duration", "1s", "--connections", "8"]);
+    assert!(ok, "{report}");
+    let figure = |field: &str| {
+        report[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("missing {field} in {report}"))
+    };
+    for rate in [
+        "ping_per_s",
+        "async_inserts_per_s",
+        "durable_inserts_per_s",
+        "rows_1000_durable_per_s",
+    ] {
+        assert!(figure(rate) > 0.0, "{rate} in {report}");
+    }
+    let close = |ratio: f64, expected: f64| (ratio - expected).abs() <= 1e-9 * expected.abs();
+    let async_vs_ping = figure("async_inserts_per_s") / figure("ping_per_s");
+    assert!(close(figure("async_vs_ping"), async_vs_ping), "{report}");
+    let durable_vs_async = figure("durable_inserts_per_s") / figure("async_inserts_per_s");
+    assert!(
+        close(figure("durable_vs_async"), durable_vs_async),
+        "{report}"
+    );
+    for errors in [
+        "ping_errors",
+        "async_errors",
+        "durable_errors",
+        "rows_1000_durable_errors",
+    ] {
+        assert_eq!(report[errors], 0, "{errors} in {report}");
+    }
+    assert_eq!(report["connections"], 8);
+    assert_eq!(report["duration_s"], 1.0);
+}

@@ -1,0 +1,351 @@
+//! `sluice lab http`: what a 1-row insert costs next to the HTTP exchange around it.
+//!
+//! A 1-row insert is mostly HTTP: a connection's request is parsed, routed and answered whatever
+//! it carries. The row itself (decoding it, appending it to the table's buffer and, for `durable`
+//! acks, to the write-ahead log) should cost little more than that. So this lab measures the
+//! ceiling first: `GET /ping` as fast as answers come, which is the HTTP stack's own rate on
+//! this machine, with nothing behind it. Then, on the same server and the same number of
+//! keep-alive connections, 1-row inserts with `async` acks, the same with `durable` acks, and
+//! 1,000-row `durable` inserts for the rows/s that batching reaches.
+//!
+//! The two ratios are read against the project's goals: 1-row async inserts at
+//! [`ASYNC_VS_PING_GOAL`] of the ping rate or more, durable at [`DURABLE_VS_ASYNC_GOAL`] of
+//! async or more. The lab reports whether each was met; it does not fail on them, since they
+//! describe the server, not whether the measurement worked. It fails only when a phase had
+//! errors or measured nothing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, StatusCode};
+use serde::Serialize;
+
+use crate::events::{COLUMNS_TOML, RowFormat};
+use crate::load::{self, Endpoint, LoadConfig, Progress, Stop};
+use crate::process::ServerProcess;
+
+/// The goal for 1-row async inserts per second over `GET /ping` answers per second.
+pub const ASYNC_VS_PING_GOAL: f64 = 0.75;
+
+/// The goal for 1-row durable inserts per second over 1-row async ones.
+pub const DURABLE_VS_ASYNC_GOAL: f64 = 0.9;
+
+/// The longest warm-up of pings before the first measured phase, so the first phase does not
+/// pay for connections being opened and the server's threads waking up.
+pub const MAX_WARM_UP: Duration = Duration::from_secs(1);
+
+/// The table every insert phase writes to.
+const TABLE: &str = "http";
+
+/// Rows in each insert of the last phase.
+const BATCH_ROWS: usize = 1000;
+
+/// The distance between the first ids of two insert phases, so no two rows share an id.
+const ID_SPACING: u64 = 1 << 40;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The `sluice` binary to start.
+    pub binary: PathBuf,
+    /// The server's data directory.
+    pub data_dir: PathBuf,
+    /// Keep-alive connections, each with one request in flight at a time.
+    pub connections: usize,
+    /// How long each phase runs.
+    pub duration: Duration,
+}
+
+/// One phase's figure, as it ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Phase {
+    /// What was sent, e.g. `1-row async inserts`.
+    pub name: &'static str,
+    /// What `per_s` counts: `requests`, `inserts` or `rows`.
+    pub unit: &'static str,
+    /// Answered requests, acknowledged inserts or acknowledged rows per second.
+    pub per_s: f64,
+    /// Requests that failed.
+    pub errors: u64,
+}
+
+/// Every figure of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpReport {
+    /// Keep-alive connections in every phase.
+    pub connections: usize,
+    /// Seconds per phase.
+    pub duration_s: f64,
+    /// Seconds of pings before the first phase, not counted.
+    pub warm_up_s: f64,
+    /// `GET /ping` answered 200, per second.
+    pub ping_per_s: f64,
+    /// Pings that failed.
+    pub ping_errors: u64,
+    /// 1-row inserts with `ack=async` acknowledged, per second.
+    pub async_inserts_per_s: f64,
+    /// 1-row async inserts that failed.
+    pub async_errors: u64,
+    /// 1-row inserts with `ack=durable` acknowledged, per second.
+    pub durable_inserts_per_s: f64,
+    /// 1-row durable inserts that failed.
+    pub durable_errors: u64,
+    /// Rows acknowledged per second in 1,000-row inserts with `ack=durable`.
+    pub rows_1000_durable_per_s: f64,
+    /// 1,000-row durable inserts that failed.
+    pub rows_1000_durable_errors: u64,
+    /// `async_inserts_per_s / ping_per_s`.
+    pub async_vs_ping: f64,
+    /// [`ASYNC_VS_PING_GOAL`].
+    pub async_vs_ping_goal: f64,
+    /// Whether `async_vs_ping` reached its goal.
+    pub async_vs_ping_met: bool,
+    /// `durable_inserts_per_s / async_inserts_per_s`.
+    pub durable_vs_async: f64,
+    /// [`DURABLE_VS_ASYNC_GOAL`].
+    pub durable_vs_async_goal: f64,
+    /// Whether `durable_vs_async` reached its goal.
+    pub durable_vs_async_met: bool,
+}
+
+impl HttpReport {
+    /// Whether the run can be trusted: every phase measured something and none had errors.
+    /// The goals play no part.
+    pub fn measured_cleanly(&self) -> bool {
+        let rates = [
+            self.ping_per_s,
+            self.async_inserts_per_s,
+            self.durable_inserts_per_s,
+            self.rows_1000_durable_per_s,
+        ];
+        let errors = [
+            self.ping_errors,
+            self.async_errors,
+            self.durable_errors,
+            self.rows_1000_durable_errors,
+        ];
+        rates.iter().all(|&rate| rate > 0.0) && errors.iter().all(|&n| n == 0)
+    }
+}
+
+/// Runs the four phases against one server, in the order ping, async, durable, 1,000-row
+/// durable, calling `on_phase` as each ends.
+pub async fn run(
+    config: HttpConfig,
+    mut on_phase: impl FnMut(&Phase),
+) -> Result<HttpReport, String> {
+    if config.connections == 0 || config.duration.is_zero() {
+        return Err("connections and the duration must be more than zero".into());
+    }
+    let mut server = start_server(&config)?;
+    // The warm-up's figures are not kept: the measured pings show the same failures.
+    let warm_up = config.duration.min(MAX_WARM_UP);
+    ping_for(server.addr, config.connections, warm_up).await?;
+    let ping = ping_for(server.addr, config.connections, config.duration).await?;
+    on_phase(&ping);
+    let mut inserts = Vec::with_capacity(INSERT_PHASES.len());
+    for (i, spec) in INSERT_PHASES.iter().enumerate() {
+        let id_offset = ID_SPACING * (i as u64 + 1);
+        let phase = insert_phase(&config, server.addr, spec, id_offset).await?;
+        on_phase(&phase);
+        inserts.push(phase);
+    }
+    server.terminate().map_err(|e| e.to_string())?;
+    server
+        .wait(Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    let [async_one, durable_one, durable_batch]: [Phase; 3] = inserts
+        .try_into()
+        .map_err(|_| "an insert phase is missing".to_owned())?;
+    Ok(report(
+        &config,
+        warm_up,
+        [ping, async_one, durable_one, durable_batch],
+    ))
+}
+
+/// One insert phase: what it is called, its ack mode and its rows per insert.
+struct InsertPhase {
+    name: &'static str,
+    ack: &'static str,
+    rows_per_insert: usize,
+}
+
+/// The insert phases, in the order they run and [`report`] reads them.
+const INSERT_PHASES: [InsertPhase; 3] = [
+    InsertPhase {
+        name: "1-row async inserts",
+        ack: "async",
+        rows_per_insert: 1,
+    },
+    InsertPhase {
+        name: "1-row durable inserts",
+        ack: "durable",
+        rows_per_insert: 1,
+    },
+    InsertPhase {
+        name: "1,000-row durable inserts",
+        ack: "durable",
+        rows_per_insert: BATCH_ROWS,
+    },
+];
+
+/// Runs one insert phase: native API, as fast as answers come, for the phase's duration, with
+/// ids from `id_offset`. Its figure is inserts per second for 1-row inserts, else rows per
+/// second.
+async fn insert_phase(
+    config: &HttpConfig,
+    addr: SocketAddr,
+    spec: &InsertPhase,
+    id_offset: u64,
+) -> Result<Phase, String> {
+    let load = LoadConfig {
+        addr,
+        table: TABLE.into(),
+        endpoint: Endpoint::Native,
+        producers: config.connections,
+        rows_per_insert: spec.rows_per_insert,
+        rate: None,
+        stop: Stop::After(config.duration),
+        ack: spec.ack.into(),
+        seed: id_offset,
+        id_offset,
+        format: RowFormat::JsonEachRow,
+        keyed: false,
+    };
+    let report = load::run(load, Arc::new(Progress::default()), false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (unit, per_s) = if spec.rows_per_insert == 1 {
+        ("inserts", report.inserts_per_s)
+    } else {
+        ("rows", report.rows_per_s)
+    };
+    Ok(Phase {
+        name: spec.name,
+        unit,
+        per_s,
+        errors: report.errors.values().sum(),
+    })
+}
+
+/// Writes a config declaring the table and starts `sluice serve` on the data directory.
+fn start_server(config: &HttpConfig) -> Result<ServerProcess, String> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
+    let config_file = config.data_dir.join("http.toml");
+    let text = format!("[tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\n");
+    std::fs::write(&config_file, text).map_err(|e| e.to_string())?;
+    ServerProcess::spawn(&config.binary, &config.data_dir, Some(&config_file))
+        .map_err(|e| e.to_string())
+}
+
+/// The report of the four phases, in the order [`run`] ran them.
+fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpReport {
+    let [ping, async_one, durable_one, durable_batch] = phases;
+    let async_vs_ping = ratio(async_one.per_s, ping.per_s);
+    let durable_vs_async = ratio(durable_one.per_s, async_one.per_s);
+    HttpReport {
+        connections: config.connections,
+        duration_s: config.duration.as_secs_f64(),
+        warm_up_s: warm_up.as_secs_f64(),
+        ping_per_s: ping.per_s,
+        ping_errors: ping.errors,
+        async_inserts_per_s: async_one.per_s,
+        async_errors: async_one.errors,
+        durable_inserts_per_s: durable_one.per_s,
+        durable_errors: durable_one.errors,
+        rows_1000_durable_per_s: durable_batch.per_s,
+        rows_1000_durable_errors: durable_batch.errors,
+        async_vs_ping,
+        async_vs_ping_goal: ASYNC_VS_PING_GOAL,
+        async_vs_ping_met: async_vs_ping >= ASYNC_VS_PING_GOAL,
+        durable_vs_async,
+        durable_vs_async_goal: DURABLE_VS_ASYNC_GOAL,
+        durable_vs_async_met: durable_vs_async >= DURABLE_VS_ASYNC_GOAL,
+    }
+}
+
+/// `part / whole`, or 0 when `whole` measured nothing (JSON has no infinity).
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 { part / whole } else { 0.0 }
+}
+
+/// Sends `GET /ping` on `connections` keep-alive connections, each as fast as its answers come,
+/// for `duration`. Its figure is answered pings per second of wall time, until the last answer.
+async fn ping_for(
+    addr: SocketAddr,
+    connections: usize,
+    duration: Duration,
+) -> Result<Phase, String> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let tasks: Vec<_> = (0..connections)
+        .map(|_| tokio::spawn(ping_until(addr, deadline)))
+        .collect();
+    let (mut answered, mut errors) = (0u64, 0u64);
+    for task in tasks {
+        let count = task.await.map_err(|e| e.to_string())?;
+        answered += count.answered;
+        errors += count.errors;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(Phase {
+        name: "GET /ping",
+        unit: "requests",
+        per_s: answered as f64 / elapsed.max(1e-9),
+        errors,
+    })
+}
+
+/// What one connection's pings came to.
+#[derive(Debug, Default)]
+struct PingCount {
+    answered: u64,
+    errors: u64,
+}
+
+/// One connection's pings until `deadline`. A failed connection is counted as an error and
+/// opened again.
+async fn ping_until(addr: SocketAddr, deadline: Instant) -> PingCount {
+    let mut count = PingCount::default();
+    let mut conn: Option<SendRequest<Full<Bytes>>> = None;
+    while Instant::now() < deadline {
+        match ping(addr, &mut conn).await {
+            Ok(StatusCode::OK) => count.answered += 1,
+            Ok(_) => count.errors += 1,
+            Err(()) => {
+                conn = None;
+                count.errors += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    count
+}
+
+/// One `GET /ping` on the connection, opening it first if needed; the answer's status, or `Err`
+/// when the connection failed.
+async fn ping(
+    addr: SocketAddr,
+    conn: &mut Option<SendRequest<Full<Bytes>>>,
+) -> Result<StatusCode, ()> {
+    if conn.as_ref().is_none_or(|c| c.is_closed()) {
+        *conn = Some(load::connect(addr).await?);
+    }
+    let sender = conn.as_mut().ok_or(())?;
+    sender.ready().await.map_err(|_| ())?;
+    let request = Request::get("/ping")
+        .header(hyper::header::HOST, addr.to_string())
+        .body(Full::new(Bytes::new()))
+        .map_err(|_| ())?;
+    let response = sender.send_request(request).await.map_err(|_| ())?;
+    let status = response.status();
+    // Read the body so the connection can carry the next request.
+    response.into_body().collect().await.map_err(|_| ())?;
+    Ok(status)
+}
