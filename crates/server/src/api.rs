@@ -149,7 +149,7 @@ pub(crate) async fn insert_status(
                 Held::Buffered => "buffered",
                 Held::Durable => "durable",
                 Held::Committed { flush } => {
-                    if let Some(flush) = flush.filter(|f| !f.is_empty()) {
+                    if let Some(flush) = flush {
                         answer["flush"] = Value::from(&*flush);
                     }
                     "committed"

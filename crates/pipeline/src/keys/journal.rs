@@ -32,8 +32,8 @@ pub(crate) struct Landing {
     pub(crate) key: String,
     pub(crate) rows_hash: u64,
     pub(crate) rows: u64,
-    /// The flush it landed in.
-    pub(crate) flush: Arc<str>,
+    /// The flush it landed in, when it was known.
+    pub(crate) flush: Option<Arc<str>>,
     /// When.
     pub(crate) at: SystemTime,
 }
@@ -43,8 +43,17 @@ pub(crate) struct KeyJournal {
     dir: PathBuf,
     /// The window in seconds: the length of a file's span.
     span_s: u64,
+    current: Mutex<Current>,
+}
+
+/// The file appends go to.
+#[derive(Default)]
+struct Current {
     /// The file of the current span, opened for appending.
-    current: Mutex<Option<(u64, File)>>,
+    open: Option<(u64, File)>,
+    /// The span whose file is known to end in a whole entry: read (and cut) at open, or
+    /// appended to without error since. Its file need not be read again to be opened.
+    whole: Option<u64>,
 }
 
 /// The longest entry read back.
@@ -63,7 +72,7 @@ impl KeyJournal {
         let journal = Self {
             dir,
             span_s: window.as_secs().max(1),
-            current: Mutex::new(None),
+            current: Mutex::default(),
         };
         let span = journal.span_of(now);
         let mut landed = Vec::new();
@@ -78,6 +87,8 @@ impl KeyJournal {
                 }
             }
         }
+        // Every file from the span before on was just read, and cut where it was torn.
+        journal.lock().whole = Some(span);
         Ok((journal, landed))
     }
 
@@ -114,31 +125,37 @@ impl KeyJournal {
         let mut bytes = Vec::new();
         encode(&mut bytes, flush, inserts, at);
         let span = self.span_of(at);
-        let mut current = match self.current.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if current.as_ref().is_none_or(|(open, _)| *open != span) {
-            *current = Some((span, self.open_span(span)?));
+        let mut current = self.lock();
+        if current.open.as_ref().is_none_or(|(open, _)| *open != span) {
+            let whole = current.whole == Some(span);
+            current.open = Some((span, self.open_span(span, whole)?));
+            current.whole = Some(span);
         }
-        let Some((_, file)) = current.as_mut() else {
+        let Some((_, file)) = current.open.as_mut() else {
             return Err(io::Error::other("no journal file"));
         };
         let written = file.write_all(&bytes).and_then(|()| file.sync_data());
         if written.is_err() {
             // Where the file ends now is unknown: the next append opens it again, after
             // cutting a torn tail.
-            *current = None;
+            *current = Current::default();
         }
         written
     }
 
-    /// Opens the file of `span` for appending, cut back to its last whole entry, and deletes
-    /// the files whose keys are all past the window.
-    fn open_span(&self, span: u64) -> io::Result<File> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        match self.current.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Opens the file of `span` for appending, cut back to its last whole entry unless it is
+    /// known to be `whole`, and deletes the files whose keys are all past the window.
+    fn open_span(&self, span: u64, whole: bool) -> io::Result<File> {
         let path = self.dir.join(format!("{span:020}.keys"));
         let created = !path.exists();
-        if !created {
+        if !created && !whole {
             read_file(&path)?;
         }
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
@@ -212,7 +229,8 @@ fn decode(bytes: &[u8], landings: &mut Vec<Landing>) -> Option<usize> {
     }
     let at = UNIX_EPOCH + Duration::from_millis(take_u64(body)?);
     let (flush, mut rest) = take_str(&body[8..])?;
-    let flush: Arc<str> = Arc::from(flush);
+    // An empty name: the flush was not known (the key was journaled at replay).
+    let flush = (!flush.is_empty()).then(|| Arc::<str>::from(flush));
     let mut read = Vec::new();
     while !rest.is_empty() {
         let (rows, rows_hash) = (take_u64(rest)?, take_u64(rest.get(8..)?)?);
@@ -272,11 +290,11 @@ mod tests {
             key: "a".to_owned(),
             rows_hash: 7,
             rows: 3,
-            flush: Arc::from("t/p/1-9"),
+            flush: Some(Arc::from("t/p/1-9")),
             at: t0,
         };
         assert_eq!(found[0], expected);
-        // 180 s on, a and b are past the window; c is not.
+        // Later, a and b are past the window; c is not.
         let later = t0 + Duration::from_secs(180);
         let (journal, found) = KeyJournal::open(dir.path().into(), window, later).unwrap();
         assert_eq!(keys_of(&found), ["c"]);

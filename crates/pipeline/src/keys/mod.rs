@@ -214,10 +214,10 @@ pub(crate) enum Begin {
 }
 
 enum State {
-    /// Received, not yet answered. `landed`: its rows landed before it was answered (a
-    /// `committed` insert is answered after its flush), in that flush.
+    /// Received, not yet answered. `landed`: how its rows are held when they landed before it
+    /// was answered (a `committed` insert is answered after its flush).
     InFlight {
-        landed: Option<Arc<str>>,
+        landed: Option<Held>,
     },
     Accepted {
         rows: u64,
@@ -227,15 +227,14 @@ enum State {
 }
 
 impl State {
-    /// The insert's last rows landed, in `flush`.
-    fn landed(&mut self, flush: &Arc<str>) {
+    /// The insert's last rows landed, in `flush` when it is known.
+    fn landed(&mut self, flush: Option<&Arc<str>>) {
+        let committed = Held::Committed {
+            flush: flush.cloned(),
+        };
         match self {
-            State::InFlight { landed } => *landed = Some(flush.clone()),
-            State::Accepted { held, .. } => {
-                *held = Held::Committed {
-                    flush: Some(flush.clone()),
-                }
-            }
+            State::InFlight { landed } => *landed = Some(committed),
+            State::Accepted { held, .. } => *held = committed,
             State::Refused(_) => {}
         }
     }
@@ -403,13 +402,10 @@ impl KeyTable {
                 for landing in landed {
                     let age = wall.duration_since(landing.at).unwrap_or_default();
                     let arrived = now.checked_sub(age).unwrap_or(now);
-                    self.recovered(
-                        &landing.key,
-                        landing.rows_hash,
-                        landing.rows,
-                        Some(landing.flush),
-                        arrived,
-                    );
+                    let held = Held::Committed {
+                        flush: landing.flush,
+                    };
+                    self.recovered(&landing.key, landing.rows_hash, landing.rows, held, arrived);
                 }
                 self.journal = Some(journal);
             }
@@ -484,11 +480,10 @@ impl KeyTable {
             _ => None,
         };
         entry.state = match outcome {
-            Ok((rows, _)) if landed.is_some() => State::Accepted {
+            Ok((rows, held)) => State::Accepted {
                 rows,
-                held: Held::Committed { flush: landed },
+                held: landed.unwrap_or(held),
             },
-            Ok((rows, held)) => State::Accepted { rows, held },
             Err(reason) => State::Refused(reason),
         };
         if !entry.queued {
@@ -520,27 +515,20 @@ impl KeyTable {
         }
     }
 
-    /// Takes in a key found at start, in the journal or in a log record being replayed, as of
-    /// `arrived`. `landed`: its rows are in the store, in that flush when it is known (empty
-    /// when not). A key already known keeps what it has.
+    /// Takes in a key found at start, in the journal or in a log record being replayed, its
+    /// rows held as `held`, as of `arrived`. A key already known keeps what it has.
     pub(crate) fn recovered(
         &self,
         key: &str,
         rows_hash: u64,
         rows: u64,
-        landed: Option<Arc<str>>,
+        held: Held,
         arrived: Instant,
     ) {
         let mut keys = self.lock();
         if keys.entries.contains_key(key) {
             return;
         }
-        let held = match landed {
-            Some(flush) => Held::Committed {
-                flush: Some(flush).filter(|f| !f.is_empty()),
-            },
-            None => Held::Durable,
-        };
         let entry = Entry {
             rows_hash,
             state: State::Accepted { rows, held },
@@ -549,12 +537,13 @@ impl KeyTable {
         keys.add(key, entry, arrived, self.window.max_keys);
     }
 
-    /// The last rows of the inserts with `landed_keys` landed, in `flush`. Taken a few hundred
-    /// at a time, so a large flush does not hold up the inserts waiting for the lock.
+    /// The last rows of the inserts with `landed_keys` landed, in `flush` when it is known.
+    /// Taken a few hundred at a time, so a large flush does not hold up the inserts waiting for
+    /// the lock.
     pub(crate) fn landed<'k>(
         &self,
         landed_keys: impl IntoIterator<Item = &'k str>,
-        flush: &Arc<str>,
+        flush: Option<&Arc<str>>,
     ) {
         let mut landed_keys = landed_keys.into_iter().peekable();
         while landed_keys.peek().is_some() {

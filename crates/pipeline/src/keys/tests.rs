@@ -72,7 +72,7 @@ fn a_resend_asking_for_more_than_its_first_holds_waits_for_it_to_land() {
         panic!("nor a committed one");
     };
     let flush: Arc<str> = Arc::from("t/p/1-4");
-    keys.landed(["k"], &flush);
+    keys.landed(["k"], Some(&flush));
     assert!(changed.has_changed().unwrap());
     assert!(matches!(
         keys.begin("k", 1, AckMode::Committed, now),
@@ -96,7 +96,7 @@ fn rows_that_land_before_their_insert_is_answered_are_committed_when_it_is() {
         Begin::New(_)
     ));
     let flush: Arc<str> = Arc::from("t/p/5-5");
-    keys.landed(["k"], &flush);
+    keys.landed(["k"], Some(&flush));
     keys.settle("k", Ok((1, Held::Committed { flush: None })), now);
     assert_eq!(
         keys.status("k", now),
@@ -128,8 +128,8 @@ fn a_key_whose_rows_the_store_refused_is_free_again() {
 fn recovered_keys_answer_resends_and_do_not_overwrite_known_ones() {
     let keys = table(10);
     let now = Instant::now();
-    keys.recovered("logged", 1, 4, None, now);
-    keys.recovered("landed", 2, 5, Some(Arc::from("")), now);
+    keys.recovered("logged", 1, 4, Held::Durable, now);
+    keys.recovered("landed", 2, 5, Held::Committed { flush: None }, now);
     assert!(matches!(
         keys.begin("logged", 1, DURABLE, now),
         Begin::Duplicate { rows: 4 }
@@ -142,7 +142,7 @@ fn recovered_keys_answer_resends_and_do_not_overwrite_known_ones() {
         keys.begin("landed", 2, AckMode::Committed, now),
         Begin::Duplicate { rows: 5 }
     ));
-    keys.recovered("landed", 2, 5, None, now);
+    keys.recovered("landed", 2, 5, Held::Durable, now);
     assert_eq!(
         keys.status("landed", now),
         KeyStatus::Accepted {

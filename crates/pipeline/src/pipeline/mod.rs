@@ -312,7 +312,8 @@ impl Pipeline {
     ) -> Result<Inserted, InsertError> {
         let rows_hash = crate::keys::rows_hash(&batch);
         let timeout = self.inner.config.ack_timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
+        // Set by the first wait: most keyed inserts never wait.
+        let mut deadline = None;
         let held = loop {
             match handle.keys.begin(key, rows_hash, terms.ack, clock::now()) {
                 Begin::New(held) => break held,
@@ -326,7 +327,8 @@ impl Pipeline {
                     });
                 }
                 Begin::Wait(mut changed) => {
-                    if tokio::time::timeout_at(deadline, changed.changed())
+                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+                    if tokio::time::timeout_at(at, changed.changed())
                         .await
                         .is_err()
                     {

@@ -10,7 +10,7 @@ use sluice_wal::Wal;
 
 use super::TableHandle;
 use crate::error::StartError;
-use crate::keys::KeyedInsert;
+use crate::keys::{Held, KeyedInsert};
 use crate::record::{self, LoggedKey, Rows};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Split};
 
@@ -80,10 +80,13 @@ pub(super) fn replay_frames(
         report.pieces_already_landed += (total - split.len()) as u64;
         let now = crate::clock::now();
         let keyed = logged.key.map(|key| {
-            let landed = split.is_empty().then(|| Arc::from(""));
+            let held = match split.is_empty() {
+                true => Held::Committed { flush: None },
+                false => Held::Durable,
+            };
             handle
                 .keys
-                .recovered(key.key, key.rows_hash, logged.rows, landed, now);
+                .recovered(key.key, key.rows_hash, logged.rows, held, now);
             KeyedInsert::new(Arc::from(key.key), key.rows_hash, logged.rows, split.len())
         });
         if split.is_empty() {

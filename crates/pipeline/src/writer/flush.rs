@@ -54,12 +54,7 @@ impl Writer {
         }
         let mut batch = self.queue.pop_front()?;
         self.merge_queued(&mut batch);
-        let id = FlushId {
-            table: self.table.name().clone(),
-            partition: batch.key.clone(),
-            first_seq: batch.sealed.first_seq,
-            last_seq: batch.sealed.last_seq,
-        };
+        let id = self.flush_id(&batch);
         let chunks = batch.sealed.chunks.clone();
         let (flush_name, landed) = (id.to_string(), keyed_inserts(&batch));
         let keyed = held::keyed_rows(self.sink.as_ref(), &batch);
@@ -126,6 +121,16 @@ impl Writer {
         Some(Inflight { batch, task })
     }
 
+    /// The identity of the flush of `batch`.
+    fn flush_id(&self, batch: &Queued) -> FlushId {
+        FlushId {
+            table: self.table.name().clone(),
+            partition: batch.key.clone(),
+            first_seq: batch.sealed.first_seq,
+            last_seq: batch.sealed.last_seq,
+        }
+    }
+
     /// Folds queued batches of the same partition into `head`, within the policy's limits.
     pub(super) fn merge_queued(&mut self, batch: &mut Queued) {
         let policy = *self.table.policy();
@@ -179,7 +184,8 @@ impl Writer {
     fn landed(&mut self, batch: Queued, landed: &Landed, outcome: &FlushResult) {
         let sealed = &batch.sealed;
         let now = crate::clock::now();
-        let flush: Arc<str> = Arc::from(flush_name(&self.table, &batch).as_str());
+        // Named as a key's status shows where it landed: table, partition, lowest and highest LSN.
+        let flush: Arc<str> = Arc::from(self.flush_id(&batch).to_string());
         let written = sealed.rows.saturating_sub(outcome.left_out);
         let keys_kept = outcome.keys_kept;
         self.instruments
@@ -208,7 +214,7 @@ impl Writer {
             }
         }
         if !landed_keys.is_empty() {
-            self.keys.landed(landed_keys, &flush);
+            self.keys.landed(landed_keys, Some(&flush));
         }
         self.stats
             .rows_written
@@ -257,12 +263,7 @@ impl Writer {
     fn refused(&mut self, batch: Queued, error: &SinkError) {
         self.instruments.errors_permanent.increment(1);
         let sealed = &batch.sealed;
-        let id = FlushId {
-            table: self.table.name().clone(),
-            partition: batch.key.clone(),
-            first_seq: sealed.first_seq,
-            last_seq: sealed.last_seq,
-        };
+        let id = self.flush_id(&batch);
         let kept = self.keep_dead_letter(&id, sealed, &error.to_string());
         let reason = match &kept {
             Some(Ok(path)) => format!("{error} (the rows are kept in {})", path.display()),
@@ -332,18 +333,6 @@ impl Writer {
             .buffered_bytes
             .store(self.buffered_bytes, Relaxed);
     }
-}
-
-/// How a flush is named where a key's status says where it landed: the table, the partition
-/// and the flush's lowest and highest LSN.
-fn flush_name(table: &sluice_core::TableDef, batch: &Queued) -> String {
-    sluice_core::FlushId {
-        table: table.name().clone(),
-        partition: batch.key.clone(),
-        first_seq: batch.sealed.first_seq,
-        last_seq: batch.sealed.last_seq,
-    }
-    .to_string()
 }
 
 /// The keyed inserts of a flush.

@@ -55,7 +55,7 @@ impl InsertMsg {
                 match (&self.keyed, &self.frame) {
                     (Some(keyed), _) => {
                         if keyed.piece_landed() {
-                            keys.landed([&*keyed.key], &Arc::from(""));
+                            keys.landed([&*keyed.key], None);
                         }
                     }
                     (None, Some(frame)) => frame.piece_done(),
