@@ -747,6 +747,7 @@ mod tests {
             r#"
             [flush]
             max_age = "250ms"
+            min_age = "50ms"
             [tables.events]
             columns = [
               { name = "ts", type = "timestamp", nullable = false },
@@ -763,6 +764,7 @@ mod tests {
         assert_eq!(sink, LAKE_SINK);
         assert_eq!(t.policy().max_rows(), 5000);
         assert_eq!(t.policy().max_age(), Duration::from_millis(250));
+        assert_eq!(t.policy().min_age(), Some(Duration::from_millis(50)));
         assert_eq!(t.sort_by(), ["service", "ts"]);
     }
 

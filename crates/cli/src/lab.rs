@@ -10,6 +10,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice_lab::acks::{self, AcksConfig};
+use sluice_lab::age::{self, AgeConfig, AgeReport};
 use sluice_lab::clickhouse::{ClickHouseLabConfig, Protocol};
 use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
@@ -43,6 +44,9 @@ pub enum LabCommand {
     /// `GET /ping` against 1-row async and durable inserts on one server: what a row costs
     /// beyond the HTTP exchange, with 1,000-row durable inserts for rows/s.
     Http(HttpArgs),
+    /// The adaptive flush age (`min_age`) against a fixed one: a committed trickle's latency and
+    /// a busy load's parts per second, side by side.
+    Age(AgeArgs),
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
     /// parts, rows rewritten by merges.
     Clickhouse(ClickHouseArgs),
@@ -359,6 +363,37 @@ pub struct HttpArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab age` flags.
+#[derive(Debug, Args)]
+pub struct AgeArgs {
+    /// The adaptive table's `min_age`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "100ms")]
+    min_age: Duration,
+    /// Both tables' `max_age`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    max_age: Duration,
+    /// The trickle's rows per second over all its producers.
+    #[arg(long, default_value_t = 20.0)]
+    trickle_rate: f64,
+    /// The trickle's producers, each waiting for `committed` acks.
+    #[arg(long, default_value_t = 40)]
+    trickle_producers: usize,
+    /// How long the trickle runs on each table.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    trickle_duration: Duration,
+    /// The busy loads' producers, as fast as answers come.
+    #[arg(long, default_value_t = 64)]
+    producers: usize,
+    /// How long each busy load runs on each table.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    duration: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// `sluice lab overload` flags.
 #[derive(Debug, Args)]
 pub struct OverloadArgs {
@@ -480,6 +515,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Clickhouse(args) => run_clickhouse(args, binary).await,
         LabCommand::Acks(args) => run_acks(args, binary).await,
         LabCommand::Http(args) => run_http(args, binary).await,
+        LabCommand::Age(args) => run_age(args, binary).await,
         LabCommand::Formats(args) => run_formats(args, binary).await,
     }
 }
@@ -932,6 +968,71 @@ fn print_http_ratios(report: &HttpReport) {
     );
     if !report.measured_cleanly() {
         println!("  a phase had errors or measured nothing: the figures are not to be trusted");
+    }
+}
+
+/// `sluice lab age`: three loads on a fixed-age table and an adaptive one. Fails when a load had
+/// errors or acknowledged nothing; the goals are information.
+async fn run_age(args: AgeArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = AgeConfig {
+        binary,
+        data_dir: dir,
+        min_age: args.min_age,
+        max_age: args.max_age,
+        trickle_rate: args.trickle_rate,
+        trickle_producers: args.trickle_producers,
+        trickle_duration: args.trickle_duration,
+        busy_producers: args.producers,
+        busy_duration: args.duration,
+    };
+    println!(
+        "max_age {:?}; adaptive: min_age {:?}; trickle {} rows/s over {} producers; busy {} producers",
+        config.max_age,
+        config.min_age,
+        config.trickle_rate,
+        config.trickle_producers,
+        config.busy_producers
+    );
+    println!(
+        "  {:<9} {:<19} {:>10} {:>8} {:>8} {:>8} {:>8} {:>10} {:>6}",
+        "policy", "load", "rows/s", "p50 ms", "p99 ms", "max ms", "parts/s", "rows/part", "errors"
+    );
+    let report = age::run(config, |policy, load, f| {
+        println!(
+            "  {:<9} {:<19} {:>10.0} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>10.1} {:>6}",
+            policy,
+            load,
+            f.rows_per_s,
+            f.p50_ms,
+            f.p99_ms,
+            f.max_ms,
+            f.parts_per_s,
+            f.rows_per_part,
+            f.errors
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    print_age_goals(&report);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(exit_code(report.measured_cleanly()))
+}
+
+/// The two goals of `sluice lab age`, each with what was measured.
+fn print_age_goals(report: &AgeReport) {
+    let met = |met: bool| if met { "met" } else { "not met" };
+    println!(
+        "  adaptive trickle p99 at most {:.0} ms: {}",
+        report.trickle_p99_goal_ms,
+        met(report.trickle_goal_met)
+    );
+    println!(
+        "  adaptive busy load at most about one part per max_age: {}",
+        met(report.busy_goal_met)
+    );
+    if !report.measured_cleanly() {
+        println!("  a load had errors or acknowledged nothing: the figures are not to be trusted");
     }
 }
 

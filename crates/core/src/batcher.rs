@@ -9,13 +9,13 @@
 //! - **Full**: after each push the policy is checked; the first insert always fits, so an insert
 //!   larger than the limits makes a batch of its own.
 //! - **Old**: the age timer arms when the first row arrives; [`Batcher::deadline`] says when it
-//!   fires.
+//!   fires, given the age limit the caller computed from the policy and the table's rate.
 //!
 //! [`Batcher::take`] coalesces the last small pieces too, seals the batch and leaves the batcher
 //! empty: a sealed batch that waits (the store is down) holds few allocations however small its
 //! inserts were. Its chunks go to the store as they are.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 
@@ -110,17 +110,18 @@ impl<T> Batcher<T> {
         self.policy.full(self.rows, self.bytes, self.inserts)
     }
 
-    /// Whether the batch has reached its age limit at `now`.
-    pub fn due(&self, now: Instant) -> Option<FlushReason> {
-        match self.deadline() {
+    /// Whether the batch has reached `age_limit` at `now`.
+    pub fn due(&self, now: Instant, age_limit: Duration) -> Option<FlushReason> {
+        match self.deadline(age_limit) {
             Some(deadline) if now >= deadline => Some(FlushReason::Age),
             _ => None,
         }
     }
 
-    /// When the age limit fires, if the batch holds anything.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.opened_at.map(|t| t + self.policy.max_age())
+    /// When the batch reaches `age_limit`, if it holds anything. The limit is the policy's
+    /// [`FlushPolicy::age_limit`] at the table's current rate, which the batcher does not see.
+    pub fn deadline(&self, age_limit: Duration) -> Option<Instant> {
+        self.opened_at.map(|t| t + age_limit)
     }
 
     /// Seals what is buffered and leaves the batcher empty. `None` when there is nothing.
@@ -197,7 +198,6 @@ impl<T> Batcher<T> {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use arrow::array::{AsArray, Int64Array};
     use arrow::datatypes::{DataType, Field, Int64Type, Schema};
@@ -263,20 +263,27 @@ mod tests {
             ..Default::default()
         }));
         let t0 = Instant::now();
-        assert_eq!(b.deadline(), None);
-        assert_eq!(b.due(t0 + Duration::from_secs(10)), None);
+        let age = b.policy().max_age();
+        assert_eq!(b.deadline(age), None);
+        assert_eq!(b.due(t0 + Duration::from_secs(10), age), None);
         b.push(rows(&[1]), 1, (), t0 + Duration::from_millis(50));
         // A later row does not move the deadline.
         b.push(rows(&[2]), 2, (), t0 + Duration::from_millis(200));
-        assert_eq!(b.deadline(), Some(t0 + Duration::from_millis(250)));
-        assert_eq!(b.due(t0 + Duration::from_millis(249)), None);
+        assert_eq!(b.deadline(age), Some(t0 + Duration::from_millis(250)));
+        assert_eq!(b.due(t0 + Duration::from_millis(249), age), None);
         assert_eq!(
-            b.due(t0 + Duration::from_millis(250)),
+            b.due(t0 + Duration::from_millis(250), age),
+            Some(FlushReason::Age)
+        );
+        // A shorter limit (a light load with `min_age`) makes the batch due sooner.
+        let short = Duration::from_millis(100);
+        assert_eq!(
+            b.due(t0 + Duration::from_millis(150), short),
             Some(FlushReason::Age)
         );
         let sealed = b.take(FlushReason::Age).unwrap();
         assert_eq!(sealed.opened_at, t0 + Duration::from_millis(50));
-        assert_eq!(b.deadline(), None);
+        assert_eq!(b.deadline(age), None);
     }
 
     #[test]

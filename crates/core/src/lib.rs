@@ -14,6 +14,7 @@
 //! - [`table`]: a table's validated definition and sort key.
 //! - [`policy`]: when a batch is full, as configured and as validated.
 //! - [`batcher`]: the per-(table, partition) state machine; time is passed in.
+//! - [`rate`]: a table's recent row rate, which the adaptive flush age follows.
 //! - [`sink`]: the contract every store implements, and the catalog of table definitions.
 //! - [`retry`]: capped exponential backoff with jitter, as arithmetic.
 //! - [`compaction`]: which parts of a partition to merge (size-tiered), as arithmetic.
@@ -31,6 +32,7 @@ pub mod name;
 pub mod options;
 pub mod partition;
 pub mod policy;
+pub mod rate;
 pub mod retry;
 pub mod schema;
 pub mod sink;
@@ -45,6 +47,7 @@ pub use name::TableName;
 pub use options::{DecodeOptions, Header, InputFormat, JsonDialect};
 pub use partition::{EmptyValue, Grouped, PartitionKey, PartitionSpec};
 pub use policy::{ByteSize, FlushPolicy, FlushPolicyConfig, FlushReason};
+pub use rate::RateMeter;
 pub use schema::{Column, ColumnType, TableSchema};
 pub use sink::{
     Catalog, CatalogError, FlushBatch, FlushId, InsertKey, KeysToKeep, Landed, PartitionParts,

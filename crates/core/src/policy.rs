@@ -3,6 +3,11 @@
 //! A batch flushes when it reaches ANY of its limits: rows, bytes, age or inserts. Size sets
 //! throughput under load; age sets the worst wait when traffic is light (seed 001: a size-only
 //! batch of 1,000 at 20 rows/s keeps its first row waiting 50 s).
+//!
+//! With `min_age` set the age limit adapts to the table's row rate: a table that receives few
+//! rows flushes its batches at `min_age`, so a producer waiting for `committed` is answered soon;
+//! a busy one waits up to `max_age`, where parts are worth keeping large. See
+//! [`FlushPolicy::age_limit`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +37,17 @@ pub const DEFAULT_MAX_INSERTS: u64 = 100_000;
 /// string offsets are 32-bit, so a batch must stay well under 2 GiB.
 pub const MAX_BATCH_BYTES: u64 = GIB;
 
+/// The table row rate up to which batches flush at `min_age` when it is set. Such a table makes
+/// at most one part per `min_age` per partition however it is spread, and a producer waiting for
+/// `committed` is answered within about `min_age`.
+pub const LIGHT_ROWS_PER_SECOND: f64 = 100.0;
+
+/// The table row rate at and above which batches wait the whole `max_age` when `min_age` is set:
+/// a table busy enough to fill parts keeps about one part per `max_age` per partition. Between
+/// the light and the dense rate the age limit grows in proportion. The rate is the table's, not
+/// each partition's, so a busy table spread over many partitions is still busy.
+pub const DENSE_ROWS_PER_SECOND: f64 = 1000.0;
+
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
@@ -43,7 +59,7 @@ pub enum FlushReason {
     Rows,
     /// It reached `max_bytes`.
     Bytes,
-    /// Its oldest row reached `max_age`.
+    /// Its oldest row reached the age limit: `max_age`, or less with `min_age` on a light load.
     Age,
     /// It reached `max_inserts`.
     Inserts,
@@ -76,6 +92,7 @@ pub struct FlushPolicy {
     max_rows: u64,
     max_bytes: u64,
     max_age: Duration,
+    min_age: Option<Duration>,
     max_inserts: u64,
 }
 
@@ -85,6 +102,7 @@ impl Default for FlushPolicy {
             max_rows: DEFAULT_MAX_ROWS,
             max_bytes: DEFAULT_MAX_BYTES,
             max_age: DEFAULT_MAX_AGE,
+            min_age: None,
             max_inserts: DEFAULT_MAX_INSERTS,
         }
     }
@@ -104,6 +122,29 @@ impl FlushPolicy {
     /// Age of the oldest row at which a batch flushes.
     pub fn max_age(&self) -> Duration {
         self.max_age
+    }
+
+    /// The shortest age limit of an adaptive policy; `None` when the age limit is `max_age`.
+    pub fn min_age(&self) -> Option<Duration> {
+        self.min_age
+    }
+
+    /// The age at which a batch flushes while its table receives `rows_per_second`.
+    ///
+    /// Without `min_age` it is `max_age`. With it, it is `min_age` up to
+    /// [`LIGHT_ROWS_PER_SECOND`], grows in proportion to the rate above that and is `max_age` at
+    /// [`DENSE_ROWS_PER_SECOND`] and above.
+    pub fn age_limit(&self, rows_per_second: f64) -> Duration {
+        let Some(min_age) = self.min_age else {
+            return self.max_age;
+        };
+        let density = ((rows_per_second - LIGHT_ROWS_PER_SECOND)
+            / (DENSE_ROWS_PER_SECOND - LIGHT_ROWS_PER_SECOND))
+            .clamp(0.0, 1.0);
+        if density.is_nan() {
+            return min_age;
+        }
+        min_age + (self.max_age - min_age).mul_f64(density)
     }
 
     /// Inserts that fill a batch.
@@ -132,6 +173,7 @@ impl FlushPolicy {
 /// max_rows = 1000000
 /// max_bytes = "64MiB"
 /// max_age = "1s"
+/// min_age = "100ms"    # optional: adapt the age to the load
 /// max_inserts = 100000
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -144,6 +186,10 @@ pub struct FlushPolicyConfig {
     /// Age of the oldest row at which a batch flushes (`"1s"`, `"200ms"`).
     #[serde(default, with = "duration_text")]
     pub max_age: Option<Duration>,
+    /// The age limit of a table receiving nothing; the limit grows with the table's row rate up
+    /// to `max_age`. Unset: every batch flushes at `max_age`.
+    #[serde(default, with = "duration_text")]
+    pub min_age: Option<Duration>,
     /// Inserts that fill a batch.
     pub max_inserts: Option<i64>,
 }
@@ -155,6 +201,7 @@ impl FlushPolicyConfig {
             max_rows: self.max_rows.or(base.max_rows),
             max_bytes: self.max_bytes.or(base.max_bytes),
             max_age: self.max_age.or(base.max_age),
+            min_age: self.min_age.or(base.min_age),
             max_inserts: self.max_inserts.or(base.max_inserts),
         }
     }
@@ -184,6 +231,7 @@ impl FlushPolicyConfig {
         if max_age.is_zero() {
             return Err(ConfigError::new("max_age", "must be greater than zero"));
         }
+        let min_age = self.validated_min_age(max_age)?;
         let default_inserts = self.max_inserts.is_none();
         if max_inserts > max_rows {
             if default_inserts {
@@ -192,6 +240,7 @@ impl FlushPolicyConfig {
                     max_rows,
                     max_bytes,
                     max_age,
+                    min_age,
                     max_inserts: max_rows,
                 });
             }
@@ -207,8 +256,25 @@ impl FlushPolicyConfig {
             max_rows,
             max_bytes,
             max_age,
+            min_age,
             max_inserts,
         })
+    }
+
+    fn validated_min_age(&self, max_age: Duration) -> Result<Option<Duration>, ConfigError> {
+        match self.min_age {
+            Some(min_age) if min_age.is_zero() => {
+                Err(ConfigError::new("min_age", "must be greater than zero"))
+            }
+            Some(min_age) if min_age > max_age => Err(ConfigError::new(
+                "min_age",
+                format!(
+                    "{min_age:?} is more than max_age ({max_age:?}): the age limit grows from \
+                     min_age on a light load to max_age on a busy one"
+                ),
+            )),
+            other => Ok(other),
+        }
     }
 }
 
@@ -406,6 +472,43 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(lowered.validate().unwrap().max_inserts(), 100);
+    }
+
+    #[test]
+    fn min_age_must_be_positive_and_at_most_max_age() {
+        let zero = FlushPolicyConfig {
+            min_age: Some(Duration::ZERO),
+            ..Default::default()
+        };
+        assert_eq!(zero.validate().unwrap_err().field, "min_age");
+        let above = FlushPolicyConfig {
+            min_age: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        let err = above.validate().unwrap_err();
+        assert_eq!(err.field, "min_age");
+        assert!(err.to_string().contains("more than max_age"), "{err}");
+    }
+
+    #[test]
+    fn the_age_limit_follows_the_row_rate_between_min_and_max_age() {
+        let fixed = FlushPolicy::default();
+        assert_eq!(fixed.age_limit(0.0), DEFAULT_MAX_AGE);
+        let adaptive = FlushPolicyConfig {
+            max_age: Some(Duration::from_millis(1100)),
+            min_age: Some(Duration::from_millis(100)),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap();
+        let ms = |rate: f64| adaptive.age_limit(rate).as_millis();
+        assert_eq!(ms(0.0), 100);
+        assert_eq!(ms(LIGHT_ROWS_PER_SECOND), 100);
+        let halfway = (LIGHT_ROWS_PER_SECOND + DENSE_ROWS_PER_SECOND) / 2.0;
+        assert_eq!(ms(halfway), 600);
+        assert_eq!(ms(DENSE_ROWS_PER_SECOND), 1100);
+        assert_eq!(ms(DENSE_ROWS_PER_SECOND * 50.0), 1100);
+        assert_eq!(ms(f64::NAN), 100);
     }
 
     #[test]

@@ -354,6 +354,7 @@ fn worst_wait(rate: f64, batch: usize, max_age: Duration) -> Result<Duration, St
     .map_err(|e| e.to_string())?;
     let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
     let start = Instant::now();
+    let age_limit = policy.max_age();
     let mut batcher: Batcher<Instant> = Batcher::new(policy);
     let mut worst = Duration::ZERO;
     let mut flush = |batcher: &mut Batcher<Instant>, at: Instant, reason: FlushReason| {
@@ -367,7 +368,7 @@ fn worst_wait(rate: f64, batch: usize, max_age: Duration) -> Result<Duration, St
     for i in 0..batch {
         let at = start + Duration::from_secs_f64(i as f64 / rate);
         // The age timer fires at its deadline, before any later arrival.
-        while let Some(deadline) = batcher.deadline().filter(|d| *d <= at) {
+        while let Some(deadline) = batcher.deadline(age_limit).filter(|d| *d <= at) {
             flush(&mut batcher, deadline, FlushReason::Age);
         }
         let row = RecordBatch::try_new(
@@ -380,7 +381,7 @@ fn worst_wait(rate: f64, batch: usize, max_age: Duration) -> Result<Duration, St
             flush(&mut batcher, at, reason);
         }
     }
-    if let Some(deadline) = batcher.deadline() {
+    if let Some(deadline) = batcher.deadline(age_limit) {
         flush(&mut batcher, deadline, FlushReason::Age);
     }
     Ok(worst)

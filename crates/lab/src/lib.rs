@@ -10,6 +10,8 @@
 //! - [`resend`]: producers that resend until answered, across SIGKILLs: once with keys, and the
 //!   duplicates without.
 //! - [`acks`]: async, durable and committed acknowledgements side by side, with fsyncs/s.
+//! - [`age`]: the adaptive flush age against a fixed one: a trickle's latency, a busy load's
+//!   parts per second.
 //! - [`http`]: `GET /ping` against 1-row async and durable inserts: what a row costs beyond the
 //!   HTTP exchange.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
@@ -23,6 +25,7 @@
 //! pipeline's public library API, as any embedding program would.
 
 pub mod acks;
+pub mod age;
 pub mod clickhouse;
 pub mod compaction;
 pub mod crash;

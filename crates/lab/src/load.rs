@@ -227,7 +227,7 @@ async fn produce(
     let mut events = EventGen::new(config.seed.wrapping_add(producer as u64));
     let mut conn: Option<SendRequest<Full<Bytes>>> = None;
     let mut native: Option<NativeClient> = None;
-    let mut ticker = producer_ticker(config);
+    let mut ticker = producer_ticker(config, producer);
     let path = request_path(config);
     let mut body = Vec::with_capacity(config.rows_per_insert * 256);
     let mut batch = Vec::with_capacity(config.rows_per_insert);
@@ -276,11 +276,14 @@ async fn produce(
 }
 
 /// The ticker that paces one producer at its share of the target rate, when there is one.
-fn producer_ticker(config: &LoadConfig) -> Option<tokio::time::Interval> {
+/// Producers start a fraction of a period apart, so together they send evenly spread inserts
+/// rather than a burst from every producer at once each period.
+fn producer_ticker(config: &LoadConfig, producer: usize) -> Option<tokio::time::Interval> {
     config.rate.map(|rate| {
         let per_producer = rate / config.producers as f64;
         let period = Duration::from_secs_f64(config.rows_per_insert as f64 / per_producer);
-        let mut ticker = tokio::time::interval(period);
+        let offset = period.mul_f64(producer as f64 / config.producers as f64);
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + offset, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker
     })

@@ -578,3 +578,41 @@ fn http_reports_pings_inserts_and_their_ratios() {
     assert_eq!(report["connections"], 8);
     assert_eq!(report["duration_s"], 1.0);
 }
+
+#[test]
+fn age_runs_every_load_on_the_fixed_and_the_adaptive_table() {
+    let (ok, report) = crate::common::run_json(&[
+        "lab",
+        "age",
+        "--trickle-duration",
+        "2s",
+        "--duration",
+        "1s",
+        "--producers",
+        "8",
+        "--trickle-producers",
+        "10",
+        "--max-age",
+        "400ms",
+    ]);
+    assert!(ok, "{report}");
+    assert_eq!(report["min_age_s"], 0.1);
+    assert_eq!(report["max_age_s"], 0.4);
+    assert_eq!(report["trickle_p99_goal_ms"], 150.0);
+    let policies = report["policies"].as_array().expect("policies");
+    let names: Vec<&str> = policies
+        .iter()
+        .filter_map(|p| p["policy"].as_str())
+        .collect();
+    assert_eq!(names, ["fixed", "adaptive"], "{report}");
+    for policy in policies {
+        for load in ["trickle", "busy_durable", "busy_committed"] {
+            let figures = &policy[load];
+            assert_eq!(figures["errors"], 0, "{load} in {report}");
+            for field in ["rows_per_s", "parts_per_s", "rows_per_part", "p99_ms"] {
+                let value = figures[field].as_f64().unwrap_or(0.0);
+                assert!(value > 0.0, "{load}.{field} in {report}");
+            }
+        }
+    }
+}

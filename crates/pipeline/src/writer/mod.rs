@@ -47,7 +47,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_core::retry::Backoff;
-use sluice_core::{Batcher, FlushReason, PartitionKey, Sealed, Sink, SinkError, TableDef};
+use sluice_core::{
+    Batcher, FlushReason, PartitionKey, RateMeter, Sealed, Sink, SinkError, TableDef,
+};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
@@ -81,6 +83,10 @@ pub struct WriterReport {
 /// Messages taken from the channel per wake-up: under load the writer drains a burst at once
 /// instead of being woken for every insert.
 const INBOX: usize = 512;
+
+/// How far back the table's row rate looks, for a policy with `min_age`: long enough that a
+/// steady trickle reads as steady, short enough that a burst is seen within its first second.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
 
 /// A partition's open buffer and the memory its rows hold.
 struct Buffer {
@@ -118,6 +124,12 @@ pub(crate) struct Writer {
     last_error: Option<String>,
     buffered_rows: u64,
     buffered_bytes: u64,
+    /// Rows buffered per second, which the age limit follows when the policy has `min_age`.
+    rate: RateMeter,
+    /// How old a batch may get: the policy's age limit at the rate of the last insert. It
+    /// changes only when an insert arrives, so the writer's wake-up is exact; a batch filled
+    /// while the table was busy keeps the long limit until the next insert finds it light.
+    age_limit: Duration,
     instruments: Instruments,
     /// Set while the table's store has not been opened.
     opening: Option<Opening>,
@@ -136,6 +148,7 @@ impl Writer {
         opening: Option<Opening>,
     ) -> Self {
         let instruments = Instruments::new(table.name().as_str());
+        let age_limit = table.policy().age_limit(0.0);
         let mut writer = Self {
             table,
             sink,
@@ -154,6 +167,8 @@ impl Writer {
             last_error: None,
             buffered_rows: 0,
             buffered_bytes: 0,
+            rate: RateMeter::new(RATE_WINDOW),
+            age_limit,
             instruments,
             opening,
         };
@@ -305,6 +320,9 @@ impl Writer {
     fn accept(&mut self, msg: InsertMsg) {
         let now = crate::clock::now();
         let policy = *self.table.policy();
+        let rows: u64 = msg.pieces.iter().map(|p| p.batch.num_rows() as u64).sum();
+        self.rate.record(rows, now);
+        self.age_limit = policy.age_limit(self.rate.per_second(now));
         for piece in msg.pieces {
             let rows = piece.batch.num_rows() as u64;
             let buffer = self
@@ -358,10 +376,11 @@ impl Writer {
     }
 
     fn seal_due(&mut self, now: Instant) {
+        let age_limit = self.age_limit;
         let due: Vec<PartitionKey> = self
             .buffers
             .iter()
-            .filter(|(_, b)| b.rows.due(now).is_some())
+            .filter(|(_, b)| b.rows.due(now, age_limit).is_some())
             .map(|(k, _)| k.clone())
             .collect();
         for key in due {
@@ -377,7 +396,10 @@ impl Writer {
     }
 
     fn next_wake(&self, flushing: bool, give_up_at: Option<Instant>) -> Option<Instant> {
-        let ages = self.buffers.values().filter_map(|b| b.rows.deadline());
+        let ages = self
+            .buffers
+            .values()
+            .filter_map(|b| b.rows.deadline(self.age_limit));
         let waiting = !flushing && !self.queue.is_empty();
         let retry = self.retry_at.filter(|_| waiting);
         let paced = self.paced_until.filter(|_| waiting);

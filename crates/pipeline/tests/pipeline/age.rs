@@ -1,5 +1,6 @@
-//! A batch flushes when it is `max_age` old on tokio's clock. The test pauses the clock and moves
-//! it on, so it waits for none of the hour the batch is allowed.
+//! A batch flushes when it is `max_age` old on tokio's clock, or, with `min_age`, sooner when the
+//! table receives few rows. The tests pause the clock and move it on, so they wait for none of the
+//! hour a batch is allowed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,9 @@ use crate::common;
 
 const MAX_AGE: Duration = Duration::from_secs(3600);
 
-async fn start(dir: &std::path::Path) -> Pipeline {
+const MIN_AGE: Duration = Duration::from_secs(60);
+
+async fn start(dir: &std::path::Path, min_age: Option<Duration>) -> Pipeline {
     let layout = TableLayout {
         columns: vec![Column::new("id", ColumnType::Int64).required()],
         partition_by: String::new(),
@@ -20,6 +23,7 @@ async fn start(dir: &std::path::Path) -> Pipeline {
     };
     let policy = FlushPolicyConfig {
         max_age: Some(MAX_AGE),
+        min_age,
         ..Default::default()
     }
     .validate()
@@ -62,7 +66,7 @@ async fn run_until(what: &str, done: impl Fn() -> bool) {
 #[tokio::test(start_paused = true)]
 async fn a_batch_lands_when_it_is_max_age_old_and_not_before() {
     let dir = tempfile::tempdir().unwrap();
-    let p = start(dir.path()).await;
+    let p = start(dir.path(), None).await;
     common::insert(&p, b"{\"id\":1}\n{\"id\":2}\n{\"id\":3}", AckMode::Async)
         .await
         .unwrap();
@@ -82,4 +86,46 @@ async fn a_batch_lands_when_it_is_max_age_old_and_not_before() {
     let ids = common::ids_on_disk(dir.path());
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids.values().all(|&n| n == 1), "{ids:?}");
+}
+
+/// Moves the paused clock on by `by` and lets the pipeline's tasks run.
+async fn advance(by: Duration) {
+    tokio::time::advance(by).await;
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_min_age_a_light_table_flushes_at_min_age_and_a_busy_one_at_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(dir.path(), Some(MIN_AGE)).await;
+    common::insert(&p, b"{\"id\":1}\n{\"id\":2}\n{\"id\":3}", AckMode::Async)
+        .await
+        .unwrap();
+    run_until("the light insert to be buffered", || {
+        p.tables().iter().map(|t| t.buffered_rows).sum::<u64>() == 3
+    })
+    .await;
+    advance(MIN_AGE - Duration::from_secs(1)).await;
+    assert_eq!(written(&p), 0, "the batch landed before it was min_age old");
+    advance(Duration::from_secs(2)).await;
+    run_until("the light batch to land", || written(&p) == 3).await;
+
+    // 5,000 rows at once: far above the dense rate, so this batch waits for max_age.
+    let busy: String = (10..5010).map(|id| format!("{{\"id\":{id}}}\n")).collect();
+    common::insert(&p, busy.as_bytes(), AckMode::Async)
+        .await
+        .unwrap();
+    run_until("the busy insert to be buffered", || {
+        p.tables().iter().map(|t| t.buffered_rows).sum::<u64>() == 5000
+    })
+    .await;
+    advance(MIN_AGE * 2).await;
+    assert_eq!(written(&p), 3, "the busy batch landed at min_age");
+    advance(MAX_AGE).await;
+    run_until("the busy batch to land", || written(&p) == 5003).await;
+    let ids = common::ids_on_disk(dir.path());
+    assert_eq!(ids.len(), 5003);
+    assert!(ids.values().all(|&n| n == 1));
 }
