@@ -935,13 +935,13 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
         config.connections, config.duration
     );
     println!(
-        "  {:<28} {:>12} {:<9} {:>7}",
-        "phase", "per s", "", "errors"
+        "  {:<28} {:>12} {:<9} {:>7} {:>16}",
+        "phase", "per s", "", "errors", "server CPU us/req"
     );
     let report = http::run(config, |phase| {
         println!(
-            "  {:<28} {:>12.0} {:<9} {:>7}",
-            phase.name, phase.per_s, phase.unit, phase.errors
+            "  {:<28} {:>12.0} {:<9} {:>7} {:>16.1}",
+            phase.name, phase.per_s, phase.unit, phase.errors, phase.server_cpu_us
         );
     })
     .await

@@ -8,6 +8,10 @@
 //! keep-alive connections, 1-row inserts with `async` acks, the same with `durable` acks, and
 //! 1,000-row `durable` inserts for the rows/s that batching reaches.
 //!
+//! Each phase also reads the server's CPU time before and after, so it reports what one request
+//! costs the server in CPU microseconds. That figure holds still on a busy machine, where the
+//! rates move with whatever else runs: the client shares the machine, so the rates measure both.
+//!
 //! The two ratios are read against the project's goals: 1-row async inserts at
 //! [`ASYNC_VS_PING_GOAL`] of the ping rate or more, durable at [`DURABLE_VS_ASYNC_GOAL`] of
 //! async or more. The lab reports whether each was met; it does not fail on them, since they
@@ -72,6 +76,10 @@ pub struct Phase {
     pub per_s: f64,
     /// Requests that failed.
     pub errors: u64,
+    /// Requests answered (pings or inserts, whatever their rows).
+    pub answered: u64,
+    /// The server's CPU time per answered request, in microseconds; 0 when it cannot be read.
+    pub server_cpu_us: f64,
 }
 
 /// Every figure of one run.
@@ -87,18 +95,26 @@ pub struct HttpReport {
     pub ping_per_s: f64,
     /// Pings that failed.
     pub ping_errors: u64,
+    /// The server's CPU microseconds per ping.
+    pub ping_server_cpu_us: f64,
     /// 1-row inserts with `ack=async` acknowledged, per second.
     pub async_inserts_per_s: f64,
     /// 1-row async inserts that failed.
     pub async_errors: u64,
+    /// The server's CPU microseconds per 1-row async insert.
+    pub async_server_cpu_us: f64,
     /// 1-row inserts with `ack=durable` acknowledged, per second.
     pub durable_inserts_per_s: f64,
     /// 1-row durable inserts that failed.
     pub durable_errors: u64,
+    /// The server's CPU microseconds per 1-row durable insert.
+    pub durable_server_cpu_us: f64,
     /// Rows acknowledged per second in 1,000-row inserts with `ack=durable`.
     pub rows_1000_durable_per_s: f64,
     /// 1,000-row durable inserts that failed.
     pub rows_1000_durable_errors: u64,
+    /// The server's CPU microseconds per 1,000-row durable insert.
+    pub rows_1000_durable_server_cpu_us: f64,
     /// `async_inserts_per_s / ping_per_s`.
     pub async_vs_ping: f64,
     /// [`ASYNC_VS_PING_GOAL`].
@@ -146,12 +162,16 @@ pub async fn run(
     // The warm-up's figures are not kept: the measured pings show the same failures.
     let warm_up = config.duration.min(MAX_WARM_UP);
     ping_for(server.addr, config.connections, warm_up).await?;
-    let ping = ping_for(server.addr, config.connections, config.duration).await?;
+    let cpu_before = server.cpu_time();
+    let mut ping = ping_for(server.addr, config.connections, config.duration).await?;
+    ping.server_cpu_us = cpu_per_request(cpu_before, server.cpu_time(), ping.answered);
     on_phase(&ping);
     let mut inserts = Vec::with_capacity(INSERT_PHASES.len());
     for (i, spec) in INSERT_PHASES.iter().enumerate() {
         let id_offset = ID_SPACING * (i as u64 + 1);
-        let phase = insert_phase(&config, server.addr, spec, id_offset).await?;
+        let cpu_before = server.cpu_time();
+        let mut phase = insert_phase(&config, server.addr, spec, id_offset).await?;
+        phase.server_cpu_us = cpu_per_request(cpu_before, server.cpu_time(), phase.answered);
         on_phase(&phase);
         inserts.push(phase);
     }
@@ -231,6 +251,8 @@ async fn insert_phase(
         unit,
         per_s,
         errors: report.errors.values().sum(),
+        answered: report.inserts_acked,
+        server_cpu_us: 0.0,
     })
 }
 
@@ -255,18 +277,33 @@ fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpRep
         warm_up_s: warm_up.as_secs_f64(),
         ping_per_s: ping.per_s,
         ping_errors: ping.errors,
+        ping_server_cpu_us: ping.server_cpu_us,
         async_inserts_per_s: async_one.per_s,
         async_errors: async_one.errors,
+        async_server_cpu_us: async_one.server_cpu_us,
         durable_inserts_per_s: durable_one.per_s,
         durable_errors: durable_one.errors,
+        durable_server_cpu_us: durable_one.server_cpu_us,
         rows_1000_durable_per_s: durable_batch.per_s,
         rows_1000_durable_errors: durable_batch.errors,
+        rows_1000_durable_server_cpu_us: durable_batch.server_cpu_us,
         async_vs_ping,
         async_vs_ping_goal: ASYNC_VS_PING_GOAL,
         async_vs_ping_met: async_vs_ping >= ASYNC_VS_PING_GOAL,
         durable_vs_async,
         durable_vs_async_goal: DURABLE_VS_ASYNC_GOAL,
         durable_vs_async_met: durable_vs_async >= DURABLE_VS_ASYNC_GOAL,
+    }
+}
+
+/// The server's CPU time between two readings over `answered` requests, in microseconds; 0 when
+/// either reading is missing or nothing was answered.
+fn cpu_per_request(before: Option<Duration>, after: Option<Duration>, answered: u64) -> f64 {
+    match (before, after) {
+        (Some(before), Some(after)) if answered > 0 => {
+            after.saturating_sub(before).as_secs_f64() * 1e6 / answered as f64
+        }
+        _ => 0.0,
     }
 }
 
@@ -299,6 +336,8 @@ async fn ping_for(
         unit: "requests",
         per_s: answered as f64 / elapsed.max(1e-9),
         errors,
+        answered,
+        server_cpu_us: 0.0,
     })
 }
 

@@ -93,6 +93,19 @@ impl ServerProcess {
         self.child.id()
     }
 
+    /// CPU time the server has used so far, user and system, all its threads: `None` where
+    /// `/proc/<pid>/stat` cannot be read (not Linux). `/proc` counts in ticks of `USER_HZ`,
+    /// which Linux fixes at 100 per second for what it shows there.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // The command name, in parentheses, may hold spaces: the fields that follow are counted
+        // from its closing parenthesis. utime and stime are the 14th and 15th fields.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+        let total = ticks(11)? + ticks(12)?;
+        Some(Duration::from_millis(total * 10))
+    }
+
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill(&mut self) -> std::io::Result<()> {
         self.child.kill()?;

@@ -88,15 +88,15 @@ fn insert_params(query: Option<&str>) -> Result<InsertParams, ApiError> {
         ack: AckMode::default(),
         key: None,
     };
-    let pairs: Vec<(String, String)> = serde_urlencoded_pairs(query.unwrap_or(""))?;
-    for (key, value) in pairs {
-        match key.as_str() {
+    // Decoded straight from the query text: it is already part of a valid request line.
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match key.as_ref() {
             "ack" => {
                 params.ack = value
                     .parse()
                     .map_err(|e: String| ApiError::new(Kind::BadRequest, e))?
             }
-            "insert_id" => params.key = Some(value),
+            "insert_id" => params.key = Some(value.into_owned()),
             other => {
                 return Err(ApiError::new(
                     Kind::BadRequest,
@@ -167,21 +167,6 @@ pub(crate) async fn insert_status(
         answer["reason"] = Value::from(reason);
     }
     Ok(Json(answer))
-}
-
-fn serde_urlencoded_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
-    axum::extract::Query::<Vec<(String, String)>>::try_from_uri(
-        &format!("/?{query}")
-            .parse()
-            .map_err(|_| ApiError::new(Kind::BadRequest, "the query string is not valid"))?,
-    )
-    .map(|q| q.0)
-    .map_err(|e| {
-        ApiError::new(
-            Kind::BadRequest,
-            format!("the query string is not valid: {e}"),
-        )
-    })
 }
 
 /// `GET /v1/tables`: every table with its schema, buffer and what it has landed.
@@ -283,4 +268,26 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
         "memory": { "used_bytes": used, "limit_bytes": limit },
     });
     (code, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_params_are_percent_decoded_and_unknown_ones_refused() {
+        let params = insert_params(Some("ack=committed&insert_id=order%2042%2Fa+b")).unwrap();
+        assert_eq!(params.ack, AckMode::Committed);
+        assert_eq!(params.key.as_deref(), Some("order 42/a b"));
+        let defaults = insert_params(None).unwrap();
+        assert_eq!((defaults.ack, defaults.key), (AckMode::default(), None));
+        let Err(err) = insert_params(Some("ack=durable&akc=1")) else {
+            panic!("an unknown parameter was taken");
+        };
+        assert!(
+            err.message.contains("unknown query parameter 'akc'"),
+            "{err:?}"
+        );
+        assert!(insert_params(Some("ack=eventually")).is_err());
+    }
 }

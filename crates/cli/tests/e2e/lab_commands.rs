@@ -575,6 +575,15 @@ fn http_reports_pings_inserts_and_their_ratios() {
     ] {
         assert_eq!(report[errors], 0, "{errors} in {report}");
     }
+    // Linux shows every process's CPU time in /proc, so each phase has a cost per request.
+    for cpu in [
+        "ping_server_cpu_us",
+        "async_server_cpu_us",
+        "durable_server_cpu_us",
+        "rows_1000_durable_server_cpu_us",
+    ] {
+        assert!(figure(cpu) > 0.0, "{cpu} in {report}");
+    }
     assert_eq!(report["connections"], 8);
     assert_eq!(report["duration_s"], 1.0);
 }

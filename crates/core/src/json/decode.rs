@@ -10,8 +10,10 @@ use arrow::array::{RecordBatch, new_null_array};
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
+use arrow::json::reader::Decoder;
 
 use super::frame::{self, Row};
+use super::kept::{self, KEPT_ROWS};
 use super::{DecodeOptions, check, rewrite};
 use crate::error::DecodeError;
 use crate::name::printable;
@@ -136,12 +138,26 @@ fn decode_with<'a>(
     rows: usize,
     skip_unknown: bool,
 ) -> Result<RecordBatch, ArrowError> {
+    if rows <= KEPT_ROWS {
+        return kept::with_decoder(schema, !skip_unknown, |decoder| {
+            decode_into(decoder, schema, chunks)
+        });
+    }
     // The decoder preallocates its tape for a whole batch (tens of bytes per column per row), so
-    // a one-row insert must not ask for thousands of rows.
+    // its batch is no larger than the body needs.
     let mut decoder = ReaderBuilder::new(schema.clone())
         .with_batch_size(rows.clamp(1, DECODE_BATCH_ROWS))
         .with_strict_mode(!skip_unknown)
         .build_decoder()?;
+    decode_into(&mut decoder, schema, chunks)
+}
+
+/// Decodes every chunk with `decoder` and flushes it, leaving it empty when it succeeds.
+fn decode_into<'a>(
+    decoder: &mut Decoder,
+    schema: &SchemaRef,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<RecordBatch, ArrowError> {
     let mut batches = Vec::new();
     for chunk in chunks {
         let mut offset = 0;

@@ -13,6 +13,7 @@
 //!   `input_format_null_as_default=1` a null for a column that is not nullable is its default.
 //! - [`decode`]: the checked rows through arrow-json into the table's schema; when that fails,
 //!   a row-by-row search for the first bad row, so good inserts pay nothing for good messages.
+//! - `kept`: arrow-json decoders kept per thread between small bodies of one schema.
 //! - [`infer`]: a new table's schema from its first insert.
 //!
 //! serde_json is the judge of syntax, and arrow-json builds the columns: arrow-json's tape decoder
@@ -24,6 +25,7 @@ mod check;
 pub mod decode;
 pub mod frame;
 pub mod infer;
+mod kept;
 mod rewrite;
 
 pub use decode::{conform, decode_ndjson};
