@@ -135,7 +135,7 @@ impl Writer {
         config: &PipelineConfig,
         opening: Option<Opening>,
     ) -> Self {
-        let instruments = Instruments::new(table.name().as_str());
+        let instruments = Instruments::new(table.name().as_str(), &stats);
         let mut writer = Self {
             table,
             sink,
