@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the servers sluice's tests start (PostgreSQL 15, ClickHouse) and the tools they call
-# (curl, openssl) from Debian's packages, once, before the tests run in parallel. Does nothing
-# when they are already there.
+# (curl, openssl, and Chromium, the headless browser the console's test opens its pages in) from
+# Debian's packages, once, before the tests run in parallel. Does nothing when they are already
+# there.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ if [ ! -x /usr/sbin/clickhouse-server ] && [ ! -x /usr/bin/clickhouse-server ]; 
 fi
 command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 use sluice_core::ByteSize;
+use sluice_core::estimate::{self, EstimateInput, Field, Landing};
 use sluice_core::policy::{DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS};
-use sluice_lab::estimate::{self, EstimateInput, Landing};
 
 /// `sluice estimate` flags.
 #[derive(Debug, Args)]
@@ -38,15 +38,21 @@ pub struct EstimateArgs {
     json: bool,
 }
 
+/// The flag that sets each input, for errors.
+fn flag(field: Field) -> &'static str {
+    match field {
+        Field::Rate => "--rate",
+        Field::InsertRows => "--insert-rows",
+        Field::Partitions => "--partitions",
+        Field::MaxAge => "--max-age",
+        Field::MaxRows => "--max-rows",
+        Field::MaxBytes => "--max-bytes",
+        Field::RowBytes => "--row-bytes",
+    }
+}
+
 pub fn run(args: EstimateArgs) -> Result<ExitCode> {
-    if !(args.rate > 0.0 && args.rate.is_finite()) || args.insert_rows == 0 || args.partitions == 0
-    {
-        bail!("--rate, --insert-rows and --partitions must be greater than zero");
-    }
-    if args.max_age.is_zero() || args.max_rows == 0 || args.max_bytes.0 == 0 {
-        bail!("sluice's limits must be greater than zero");
-    }
-    let e = estimate::estimate(&EstimateInput {
+    let input = EstimateInput {
         rate: args.rate,
         insert_rows: args.insert_rows,
         partitions: args.partitions,
@@ -54,7 +60,11 @@ pub fn run(args: EstimateArgs) -> Result<ExitCode> {
         max_rows: args.max_rows,
         max_bytes: args.max_bytes.0,
         row_bytes: args.row_bytes,
-    });
+    };
+    if let Err(e) = input.check() {
+        bail!("{} {e}", flag(e.field));
+    }
+    let e = estimate::estimate(&input);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
         return Ok(ExitCode::SUCCESS);

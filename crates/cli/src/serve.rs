@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_core::TableDef;
 use sluice_pipeline::Pipeline;
-use sluice_server::AppState;
 use sluice_server::tls::Tls;
+use sluice_server::{AppState, CompactionRound, Compactions};
 use sluice_sinks::lake::CompactionReport;
 use sluice_sinks::{ClickHouseSink, FileCatalog, LakeSink, LedgerWriter, PostgresSink, SqliteSink};
 use tokio::net::TcpListener;
@@ -54,10 +54,10 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         native: bind_native(&settings, tls.is_some()).await?,
     };
     announce(&listeners, &settings, tls.is_some())?;
-    let (stop_upkeep, upkeep) = spawn_upkeep(lake, settings.compaction);
-
     let state =
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
+    let (stop_upkeep, upkeep) = spawn_upkeep(lake, settings.compaction, state.compactions());
+
     sluice_server::serve(listeners, state, tls, shutdown)
         .await
         .context("the HTTP server failed")?;
@@ -170,6 +170,7 @@ async fn bind_native(settings: &Settings, tls: bool) -> Result<Option<TcpListene
 fn spawn_upkeep(
     lake: LakeSink,
     compaction: CompactionSettings,
+    console: Arc<Compactions>,
 ) -> (oneshot::Sender<()>, JoinHandle<()>) {
     let (stop_upkeep, upkeep_stopped) = oneshot::channel::<()>();
     let upkeep = tokio::spawn(async move {
@@ -177,7 +178,8 @@ fn spawn_upkeep(
             let _ = upkeep_stopped.await;
         };
         let policy = compaction.enabled.then_some(compaction.policy);
-        lake.run_upkeep(policy, compaction.interval, record_compaction, stop)
+        let record = |table: &_, round: &_| record_compaction(&console, table, round);
+        lake.run_upkeep(policy, compaction.interval, record, stop)
             .await;
     });
     (stop_upkeep, upkeep)
@@ -204,8 +206,9 @@ async fn flush_at_shutdown(pipeline: &Pipeline) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Counts what a background compaction round did in `/metrics`.
+/// Counts what a background compaction round did in `/metrics`, and for the console.
 fn record_compaction(
+    console: &Compactions,
     table: &sluice_core::TableName,
     round: &Result<CompactionReport, sluice_core::SinkError>,
 ) {
@@ -214,10 +217,22 @@ fn record_compaction(
     let report = match round {
         Ok(report) => report,
         Err(_) => {
-            metrics::counter!(names::COMPACTION_ERRORS, "table" => table).increment(1);
+            metrics::counter!(names::COMPACTION_ERRORS, "table" => table.clone()).increment(1);
+            console.record_error(&table);
             return;
         }
     };
+    console.record(
+        &table,
+        &CompactionRound {
+            merges: report.merges,
+            files_in: report.files_in,
+            files_out: report.files_out,
+            bytes_in: report.bytes_in,
+            bytes_out: report.bytes_out,
+            rows: report.rows,
+        },
+    );
     let by_table = |name: &'static str, value: u64| {
         metrics::counter!(name, "table" => table.clone()).increment(value);
     };

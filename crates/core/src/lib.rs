@@ -19,6 +19,9 @@
 //! - [`retry`]: capped exponential backoff with jitter, as arithmetic.
 //! - [`compaction`]: which parts of a partition to merge (size-tiered), as arithmetic.
 //! - [`throttle`]: delaying and refusing inserts by a partition's active parts, as MergeTree does.
+//! - [`merge_sim`]: seed 000's model of one merge thread against a stream of small parts.
+//! - [`estimate`]: seed 000's insert batching estimator, with and without sluice, on that model;
+//!   `sluice estimate` and the console's `GET /v1/estimate` both run it.
 //!
 //! Architecture invariant: this crate does no I/O and knows no tokio. Everything here is
 //! deterministic given its inputs, which is what makes it testable with controlled time.
@@ -26,8 +29,10 @@
 pub mod batcher;
 pub mod compaction;
 pub mod error;
+pub mod estimate;
 pub mod formats;
 pub mod json;
+pub mod merge_sim;
 pub mod name;
 pub mod options;
 pub mod partition;

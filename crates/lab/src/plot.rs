@@ -6,10 +6,10 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use sluice_core::merge_sim::MergeSimReport;
 
 use crate::knee::KneeReport;
 use crate::layouts::LayoutsReport;
-use crate::merge_sim::MergeSimReport;
 
 const SIZE: (u32, u32) = (900, 560);
 const COLORS: [RGBColor; 6] = [
@@ -331,7 +331,7 @@ pub fn merge_sim(runs: &[(String, MergeSimReport)], path: &Path) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge_sim::{MergeSimConfig, simulate};
+    use sluice_core::merge_sim::{MergeSimConfig, simulate};
 
     #[test]
     fn merge_sim_plot_is_an_svg_with_labels() {

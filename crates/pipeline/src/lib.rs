@@ -12,6 +12,7 @@
 //! - `record.rs`: what a write-ahead-log frame holds (an insert as it arrived).
 //! - `dead.rs`: batches a store refused for good, kept as NDJSON.
 //! - `config.rs`, `error.rs`, `stats.rs`: settings, errors, counters and metric names.
+//! - `waits.rs`: rows' waits from arrival to commit, in buckets the console reads quantiles from.
 //! - `clock.rs`: the time now, on tokio's clock, which tests pause and move on.
 //!
 //! Architecture invariants: the pipeline knows no HTTP types; an insert is answered `committed`
@@ -30,6 +31,7 @@ mod memory;
 mod pipeline;
 mod record;
 mod stats;
+mod waits;
 mod writer;
 
 pub use ack::AckMode;
@@ -47,5 +49,6 @@ pub use pipeline::{
     Admission, Insert, Inserted, Pipeline, PipelineBuilder, ReplayReport, ShutdownReport,
 };
 pub use sluice_wal::{RecoveryMode, SegmentFile, Storage, WalConfig};
-pub use stats::{TableInfo, WalInfo, names};
+pub use stats::{FlushCounts, TableCounters, TableInfo, WalInfo, names};
+pub use waits::Waits;
 pub use writer::WriterReport;

@@ -1,9 +1,18 @@
 //! What the pipeline reports about itself: metric names, and per-table counters for
-//! `GET /v1/tables` and `/health`.
+//! `GET /v1/tables`, `/health` and the console.
+//!
+//! A figure the console reads is counted in a plain atomic here, beside its Prometheus metric:
+//! a [`Tally`] or a [`WaitTally`] feeds both from one call, so the two never disagree and nobody
+//! parses the exporter's text.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+
+use metrics::{Counter, Histogram};
+use sluice_core::{FlushPolicy, FlushReason, PartsThrottle};
+
+use crate::waits::{WaitCounts, Waits};
 
 /// Metric names. The server's exporter describes them; everything that records one uses these.
 pub mod names {
@@ -107,7 +116,50 @@ pub struct WalInfo {
     pub poisoned: Option<String>,
 }
 
-/// Live counters of one table, updated by its writer.
+/// Every reason a batch is flushed for, in the order [`FlushCounts`] lists them.
+pub(crate) const FLUSH_REASONS: [FlushReason; 5] = [
+    FlushReason::Rows,
+    FlushReason::Bytes,
+    FlushReason::Age,
+    FlushReason::Inserts,
+    FlushReason::Shutdown,
+];
+
+/// What a table counts in [`TableStats`], each beside a metric of the same meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    RowsReceived,
+    BytesReceived,
+    Inserts,
+    Delayed,
+    FlushRows,
+    FlushBytes,
+    FlushAge,
+    FlushInserts,
+    FlushShutdown,
+    ErrorsRetriable,
+    ErrorsPermanent,
+    DeadBatches,
+    DeadRows,
+    RowsDropped,
+}
+
+impl Count {
+    const N: usize = 14;
+
+    /// The count of flushes for `reason`.
+    pub(crate) fn flush(reason: FlushReason) -> Count {
+        match reason {
+            FlushReason::Rows => Count::FlushRows,
+            FlushReason::Bytes => Count::FlushBytes,
+            FlushReason::Age => Count::FlushAge,
+            FlushReason::Inserts => Count::FlushInserts,
+            FlushReason::Shutdown => Count::FlushShutdown,
+        }
+    }
+}
+
+/// Live counters of one table, updated by its writer and its insert path.
 #[derive(Debug, Default)]
 pub(crate) struct TableStats {
     pub(crate) buffered_rows: AtomicU64,
@@ -116,33 +168,180 @@ pub(crate) struct TableStats {
     pub(crate) parts_written: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
     pub(crate) failing_since: Mutex<Option<(SystemTime, String)>>,
+    /// The last error, kept after the store recovers.
+    last_error: Mutex<Option<(SystemTime, String)>>,
+    counts: [AtomicU64; Count::N],
+    row_wait: WaitCounts,
+}
+
+/// Locks `mutex`, poisoned or not: the values behind these locks are whole at every moment.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl TableStats {
     pub(crate) fn set_error(&self, error: Option<String>) {
-        let mut guard = match self.failing_since.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut guard = lock(&self.failing_since);
         match error {
             None => *guard = None,
             Some(message) => {
                 let since = guard.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+                *lock(&self.last_error) = Some((SystemTime::now(), message.clone()));
                 *guard = Some((since, message));
             }
         }
     }
 
     pub(crate) fn error(&self) -> Option<(SystemTime, String)> {
-        match self.failing_since.lock() {
-            Ok(guard) => guard.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        lock(&self.failing_since).clone()
+    }
+
+    pub(crate) fn last_error(&self) -> Option<(SystemTime, String)> {
+        lock(&self.last_error).clone()
     }
 
     pub(crate) fn load(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+
+    fn add(&self, count: Count, n: u64) {
+        self.counts[count as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self, count: Count) -> u64 {
+        self.counts[count as usize].load(Ordering::Relaxed)
+    }
+
+    /// What the table has counted so far.
+    pub(crate) fn counters(&self) -> TableCounters {
+        TableCounters {
+            rows_received: self.get(Count::RowsReceived),
+            bytes_received: self.get(Count::BytesReceived),
+            inserts: self.get(Count::Inserts),
+            delayed_inserts: self.get(Count::Delayed),
+            flushes: FlushCounts {
+                rows: self.get(Count::FlushRows),
+                bytes: self.get(Count::FlushBytes),
+                age: self.get(Count::FlushAge),
+                inserts: self.get(Count::FlushInserts),
+                shutdown: self.get(Count::FlushShutdown),
+            },
+            flush_errors_retriable: self.get(Count::ErrorsRetriable),
+            flush_errors_permanent: self.get(Count::ErrorsPermanent),
+            dead_letter_batches: self.get(Count::DeadBatches),
+            dead_letter_rows: self.get(Count::DeadRows),
+            rows_dropped: self.get(Count::RowsDropped),
+        }
+    }
+
+    pub(crate) fn row_wait(&self) -> Waits {
+        self.row_wait.snapshot()
+    }
+}
+
+/// A counter kept twice from one call: its Prometheus metric, and a plain atomic of the
+/// table's [`TableStats`] that the console reads.
+pub(crate) struct Tally {
+    metric: Counter,
+    stats: Arc<TableStats>,
+    count: Count,
+}
+
+impl Tally {
+    pub(crate) fn new(metric: Counter, stats: &Arc<TableStats>, count: Count) -> Self {
+        Self {
+            metric,
+            stats: stats.clone(),
+            count,
+        }
+    }
+
+    pub(crate) fn increment(&self, n: u64) {
+        self.metric.increment(n);
+        self.stats.add(self.count, n);
+    }
+}
+
+/// The rows' wait from arrival to commit, kept twice from one call: the Prometheus histogram
+/// and the table's bucketed [`WaitCounts`].
+pub(crate) struct WaitTally {
+    metric: Histogram,
+    stats: Arc<TableStats>,
+}
+
+impl WaitTally {
+    pub(crate) fn new(metric: Histogram, stats: &Arc<TableStats>) -> Self {
+        Self {
+            metric,
+            stats: stats.clone(),
+        }
+    }
+
+    pub(crate) fn record(&self, seconds: f64) {
+        self.metric.record(seconds);
+        self.stats.row_wait.record(seconds);
+    }
+}
+
+/// Flushes by what filled the batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlushCounts {
+    /// It reached `max_rows`.
+    pub rows: u64,
+    /// It reached `max_bytes`.
+    pub bytes: u64,
+    /// Its oldest row reached `max_age`.
+    pub age: u64,
+    /// It reached `max_inserts`.
+    pub inserts: u64,
+    /// sluice was shutting down.
+    pub shutdown: u64,
+}
+
+impl FlushCounts {
+    /// Every reason with its count, in a fixed order, by the names the metrics use.
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+        [
+            (FlushReason::Rows.as_str(), self.rows),
+            (FlushReason::Bytes.as_str(), self.bytes),
+            (FlushReason::Age.as_str(), self.age),
+            (FlushReason::Inserts.as_str(), self.inserts),
+            (FlushReason::Shutdown.as_str(), self.shutdown),
+        ]
+    }
+
+    /// Flushes for any reason.
+    pub fn total(&self) -> u64 {
+        self.rows + self.bytes + self.age + self.inserts + self.shutdown
+    }
+}
+
+/// What a table has counted since start besides what landed: what it received, why its batches
+/// flushed, and what could not land.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCounters {
+    /// Rows accepted into its buffers.
+    pub rows_received: u64,
+    /// Request body bytes of those inserts.
+    pub bytes_received: u64,
+    /// Accepted inserts.
+    pub inserts: u64,
+    /// Inserts the parts throttle delayed.
+    pub delayed_inserts: u64,
+    /// Flushes by what filled the batch.
+    pub flushes: FlushCounts,
+    /// Flush attempts that failed and are tried again.
+    pub flush_errors_retriable: u64,
+    /// Flushes the store refused for good.
+    pub flush_errors_permanent: u64,
+    /// Refused batches kept in the dead-letter folder.
+    pub dead_letter_batches: u64,
+    /// Rows of those batches.
+    pub dead_letter_rows: u64,
+    /// Rows refused for good with no dead-letter folder to keep them.
+    pub rows_dropped: u64,
 }
 
 /// A snapshot of one table for `GET /v1/tables`.
@@ -168,4 +367,14 @@ pub struct TableInfo {
     pub failing: Option<(SystemTime, String)>,
     /// Active parts per partition, when the store counts them (the lake).
     pub active_parts: Option<Vec<sluice_core::PartitionParts>>,
+    /// The last error its store gave, kept after the store recovers.
+    pub last_error: Option<(SystemTime, String)>,
+    /// What it received, why it flushed, what could not land.
+    pub counters: TableCounters,
+    /// How long its rows waited from arrival to commit.
+    pub row_wait: Waits,
+    /// Its flush policy.
+    pub policy: FlushPolicy,
+    /// Its parts throttle.
+    pub throttle: PartsThrottle,
 }

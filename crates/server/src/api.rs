@@ -38,7 +38,7 @@ pub(crate) async fn insert_rows(
     }
     check_rows(&body, state.limits.max_rows_per_insert, JsonDialect::Ndjson)?;
     let inserted = state
-        .pipeline
+        .door(crate::console::Door::Api)
         .insert_body(Insert {
             table: &table,
             body: &body,

@@ -10,8 +10,10 @@
 //! - `user=` / `password=` URL parameters (the ClickHouse endpoint only)
 //! - the user and password of the native protocol's handshake (its TCP door)
 //!
-//! Reading endpoints (`/ping`, `/health`, `/metrics`, `/v1/tables`) stay open. Secrets are
-//! compared in constant time.
+//! Reading endpoints (`/ping`, `/health`, `/metrics`, `/v1/tables`) stay open. The console's
+//! JSON (`/v1/dashboard`, `/v1/estimate`) needs a credential that some rule accepts, once any rule
+//! is set (`Access::check_read`); its pages are static and open. Secrets are compared in
+//! constant time.
 
 use std::collections::HashMap;
 
@@ -101,6 +103,30 @@ impl Access {
             password: password.to_owned(),
         };
         self.check_presented(table, Some(user))
+    }
+
+    /// Checks that the request may read the console: with no rule set anyone may, otherwise it
+    /// must present a credential the global rule or some table's rule accepts. The console shows
+    /// every table's figures, never a secret, so whoever may write somewhere may look.
+    pub(crate) fn check_read(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if !self.is_enabled() {
+            return Ok(());
+        }
+        let refused = |message: &str| Err(ApiError::new(Kind::Unauthorized, message));
+        match presented(headers, &[])? {
+            None => refused(
+                "the console needs credentials: Authorization: Bearer <token>, basic auth, or \
+                 X-ClickHouse-User/X-ClickHouse-Key",
+            ),
+            Some(credential) => {
+                let mut rules = self.global.iter().chain(self.tables.values());
+                if rules.any(|rule| rule.accepts(&credential)) {
+                    Ok(())
+                } else {
+                    refused("the credentials sent are not accepted by any rule")
+                }
+            }
+        }
     }
 
     fn rule(&self, table: &str) -> Option<&Credentials> {
@@ -287,6 +313,21 @@ mod tests {
                 .message
                 .contains("Digest")
         );
+    }
+
+    #[test]
+    fn the_console_takes_any_rules_credential_once_a_rule_is_set() {
+        let access = access();
+        let bearer = |t: &str| headers(&[("authorization", &format!("Bearer {t}"))]);
+        assert!(access.check_read(&bearer("global-token")).is_ok());
+        assert!(access.check_read(&bearer("billing-token")).is_ok());
+        let basic = base64::engine::general_purpose::STANDARD.encode("writer:s3cret");
+        let user = headers(&[("authorization", &format!("Basic {basic}"))]);
+        assert!(access.check_read(&user).is_ok());
+        let none = access.check_read(&HeaderMap::new()).unwrap_err();
+        assert_eq!(none.kind, Kind::Unauthorized);
+        assert!(access.check_read(&bearer("nope")).is_err());
+        assert!(Access::default().check_read(&HeaderMap::new()).is_ok());
     }
 
     #[test]

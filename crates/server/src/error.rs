@@ -1,6 +1,8 @@
 //! Every error the HTTP edge answers with, and the one table that maps each kind to an HTTP
 //! status, a ClickHouse exception code and a metric label.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use axum::http::StatusCode;
 use sluice_pipeline::InsertError;
 
@@ -236,11 +238,25 @@ pub(crate) fn register_rejection_reasons() {
     }
 }
 
+/// Refusals since start by kind, in [`Kind::ALL`]'s order, counted with the metric: what the
+/// console reads. One set per process, as the metrics recorder is.
+static REFUSALS: [AtomicU64; Kind::ALL.len()] = [const { AtomicU64::new(0) }; Kind::ALL.len()];
+
 /// Counts a refusal in `sluice_rejected_inserts_total{reason}`, and gives the reason.
 pub(crate) fn count_rejection(kind: Kind) -> &'static str {
     let reason = kind.spec().reason;
     metrics::counter!(sluice_pipeline::names::REJECTED, "reason" => reason).increment(1);
+    if let Some(i) = Kind::ALL.iter().position(|k| *k == kind) {
+        REFUSALS[i].fetch_add(1, Ordering::Relaxed);
+    }
     reason
+}
+
+/// Refusals since start, by reason (the metric's label), every reason listed.
+pub(crate) fn refusals() -> Vec<(&'static str, u64)> {
+    (Kind::ALL.iter().zip(&REFUSALS))
+        .map(|(kind, count)| (kind.spec().reason, count.load(Ordering::Relaxed)))
+        .collect()
 }
 
 /// Counts a refused request in `sluice_rejected_inserts_total{reason}` and adds the headers every

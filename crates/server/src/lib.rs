@@ -4,6 +4,8 @@
 //!
 //! - [`auth`]: who may write (bearer tokens, ClickHouse-style users), globally or per table.
 //! - `api.rs`: the native API (`/v1/tables/{table}/rows`, `/v1/tables`, `/health`).
+//! - `console/`: the console, `GET /dashboard`: a page that shows sluice at work, its JSON
+//!   (`/v1/dashboard`), the sampler behind its charts, and the estimator (`/v1/estimate`).
 //! - `clickhouse/`: the ClickHouse-compatible endpoint (`POST /?query=INSERT ...`, `/ping`).
 //! - `body.rs`: body size and row limits, the body's idle timeout, and decompression.
 //! - `error.rs`: every error kind and the one table mapping it to an HTTP status.
@@ -17,6 +19,7 @@ mod api;
 pub mod auth;
 mod body;
 pub mod clickhouse;
+mod console;
 mod error;
 pub mod metrics;
 pub mod tls;
@@ -31,6 +34,7 @@ use sluice_pipeline::Pipeline;
 use tokio::net::TcpListener;
 
 pub use body::decode_content_encoding;
+pub use console::{CompactionRound, Compactions};
 
 /// The largest request body, compressed or decompressed: as large as a default batch, so one
 /// request never needs more than one batch's memory.
@@ -108,6 +112,7 @@ pub struct AppState {
     metrics: PrometheusHandle,
     limits: Limits,
     access: std::sync::Arc<auth::Access>,
+    console: std::sync::Arc<console::Console>,
 }
 
 impl AppState {
@@ -119,6 +124,7 @@ impl AppState {
             metrics,
             limits,
             access: std::sync::Arc::default(),
+            console: std::sync::Arc::default(),
         }
     }
 
@@ -139,6 +145,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tables/{table}/inserts/{key}", get(api::insert_status))
         .route("/metrics", get(metrics::render))
         .route("/health", get(api::health))
+        .route("/dashboard", get(console::dashboard_page))
+        .route("/dashboard/estimate", get(console::estimate_page))
+        .route("/dashboard/assets/{name}", get(console::asset))
+        .route("/v1/dashboard", get(console::dashboard_json))
+        .route("/v1/estimate", get(console::estimate_json))
         .with_state(state)
 }
 
@@ -179,6 +190,7 @@ pub async fn serve(
             }
         })
     };
+    let sampler = tokio::spawn(state.console.clone().run_sampler(state.pipeline.clone()));
     let native = {
         let (state, tls, stopped) = (state.clone(), tls.clone(), stopped.clone());
         async move {
@@ -210,5 +222,6 @@ pub async fn serve(
         }
     };
     upkeep.abort();
+    sampler.abort();
     result
 }

@@ -15,6 +15,7 @@ mod clickhouse_formats;
 mod clickhouse_native;
 mod clickhouse_sink;
 mod config_errors;
+mod console;
 mod crash_recovery;
 mod ingest_end_to_end;
 mod insert_keys;

@@ -42,7 +42,7 @@ use crate::keys::{Begin, Held, KeyStatus, KeyTable, KeyedInsert, Settling, check
 use crate::memory::MemoryBudget;
 use crate::record;
 use crate::record::LoggedKey;
-use crate::stats::{TableInfo, TableStats, WalInfo};
+use crate::stats::{TableInfo, TableStats, Tally, WalInfo};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Piece, Split, WriterReport};
 
 pub use replay::ReplayReport;
@@ -130,10 +130,10 @@ struct TableHandle {
     /// Held while an insert is numbered, logged and handed to the writer.
     order: Mutex<()>,
     stats: Arc<TableStats>,
-    rows_received: Counter,
-    bytes_received: Counter,
-    inserts: Counter,
-    delayed: Counter,
+    rows_received: Tally,
+    bytes_received: Tally,
+    inserts: Tally,
+    delayed: Tally,
     /// The keys of recent inserts.
     keys: Arc<KeyTable>,
     duplicates: Counter,
@@ -436,6 +436,11 @@ impl Pipeline {
                 bytes_written: TableStats::load(&h.stats.bytes_written),
                 failing: h.stats.error(),
                 active_parts: h.store.active_parts(h.def.name()),
+                last_error: h.stats.last_error(),
+                counters: h.stats.counters(),
+                row_wait: h.stats.row_wait(),
+                policy: *h.def.policy(),
+                throttle: *h.def.throttle(),
             })
             .collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));

@@ -11,7 +11,7 @@ use super::{Pipeline, TableHandle};
 use crate::error::InsertError;
 use crate::keys::KeyTable;
 use crate::memory::MemoryBudget;
-use crate::stats::{TableStats, names};
+use crate::stats::{Count, TableStats, Tally, names};
 use crate::writer::{Opening, Writer};
 
 impl Pipeline {
@@ -105,10 +105,26 @@ impl Pipeline {
             Err(poisoned) => poisoned.into_inner().push(task),
         }
         let handle = Arc::new(TableHandle {
-            rows_received: metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
-            bytes_received: metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
-            inserts: metrics::counter!(names::INSERTS, "table" => table.clone()),
-            delayed: metrics::counter!(names::DELAYED_INSERTS, "table" => table.clone()),
+            rows_received: Tally::new(
+                metrics::counter!(names::ROWS_RECEIVED, "table" => table.clone()),
+                &stats,
+                Count::RowsReceived,
+            ),
+            bytes_received: Tally::new(
+                metrics::counter!(names::BYTES_RECEIVED, "table" => table.clone()),
+                &stats,
+                Count::BytesReceived,
+            ),
+            inserts: Tally::new(
+                metrics::counter!(names::INSERTS, "table" => table.clone()),
+                &stats,
+                Count::Inserts,
+            ),
+            delayed: Tally::new(
+                metrics::counter!(names::DELAYED_INSERTS, "table" => table.clone()),
+                &stats,
+                Count::Delayed,
+            ),
             keys,
             duplicates: metrics::counter!(names::DUPLICATES, "table" => table),
             sink: sink.name(),

@@ -1,58 +1,67 @@
-//! The writer's metrics, one set per table.
+//! The writer's metrics, one set per table. Those the console reads are [`Tally`]s, which also
+//! count in the table's stats.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram};
-use sluice_core::FlushReason;
 
-use crate::stats::names;
+use crate::stats::{Count, FLUSH_REASONS, TableStats, Tally, WaitTally, names};
 
 pub(super) struct Instruments {
-    pub(super) flushes: BTreeMap<&'static str, Counter>,
+    pub(super) flushes: BTreeMap<&'static str, Tally>,
     pub(super) parts: Counter,
     pub(super) rows_written: Counter,
     pub(super) part_rows: Histogram,
-    pub(super) row_wait: Histogram,
+    pub(super) row_wait: WaitTally,
     pub(super) flush_seconds: Histogram,
-    pub(super) errors_retriable: Counter,
-    pub(super) errors_permanent: Counter,
-    pub(super) rows_dropped: Counter,
-    pub(super) dead_batches: Counter,
-    pub(super) dead_rows: Counter,
+    pub(super) errors_retriable: Tally,
+    pub(super) errors_permanent: Tally,
+    pub(super) rows_dropped: Tally,
+    pub(super) dead_batches: Tally,
+    pub(super) dead_rows: Tally,
     pub(super) store_pause: Gauge,
     pub(super) store_pauses: Counter,
 }
 
 impl Instruments {
-    pub(super) fn new(table: &str) -> Self {
+    pub(super) fn new(table: &str, stats: &Arc<TableStats>) -> Self {
         let t = || table.to_owned();
-        let reasons = [
-            FlushReason::Rows,
-            FlushReason::Bytes,
-            FlushReason::Age,
-            FlushReason::Inserts,
-            FlushReason::Shutdown,
-        ];
+        let tally = |metric, count| Tally::new(metric, stats, count);
         Self {
-            flushes: reasons
+            flushes: FLUSH_REASONS
                 .into_iter()
                 .map(|r| {
-                    (
-                        r.as_str(),
-                        metrics::counter!(names::FLUSHES, "table" => t(), "reason" => r.as_str()),
-                    )
+                    let metric =
+                        metrics::counter!(names::FLUSHES, "table" => t(), "reason" => r.as_str());
+                    (r.as_str(), tally(metric, Count::flush(r)))
                 })
                 .collect(),
             parts: metrics::counter!(names::PARTS_WRITTEN, "table" => t()),
             rows_written: metrics::counter!(names::ROWS_WRITTEN, "table" => t()),
             part_rows: metrics::histogram!(names::PART_ROWS, "table" => t()),
-            row_wait: metrics::histogram!(names::ROW_WAIT, "table" => t()),
+            row_wait: WaitTally::new(metrics::histogram!(names::ROW_WAIT, "table" => t()), stats),
             flush_seconds: metrics::histogram!(names::FLUSH_SECONDS, "table" => t()),
-            errors_retriable: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "retriable"),
-            errors_permanent: metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "permanent"),
-            rows_dropped: metrics::counter!(names::ROWS_DROPPED, "table" => t()),
-            dead_batches: metrics::counter!(names::DEAD_LETTER_BATCHES, "table" => t()),
-            dead_rows: metrics::counter!(names::DEAD_LETTER_ROWS, "table" => t()),
+            errors_retriable: tally(
+                metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "retriable"),
+                Count::ErrorsRetriable,
+            ),
+            errors_permanent: tally(
+                metrics::counter!(names::FLUSH_ERRORS, "table" => t(), "kind" => "permanent"),
+                Count::ErrorsPermanent,
+            ),
+            rows_dropped: tally(
+                metrics::counter!(names::ROWS_DROPPED, "table" => t()),
+                Count::RowsDropped,
+            ),
+            dead_batches: tally(
+                metrics::counter!(names::DEAD_LETTER_BATCHES, "table" => t()),
+                Count::DeadBatches,
+            ),
+            dead_rows: tally(
+                metrics::counter!(names::DEAD_LETTER_ROWS, "table" => t()),
+                Count::DeadRows,
+            ),
             store_pause: metrics::gauge!(names::STORE_PAUSE, "table" => t()),
             store_pauses: metrics::counter!(names::STORE_PAUSES, "table" => t()),
         }

@@ -147,7 +147,7 @@ impl Writer {
         config: &PipelineConfig,
         opening: Option<Opening>,
     ) -> Self {
-        let instruments = Instruments::new(table.name().as_str());
+        let instruments = Instruments::new(table.name().as_str(), &stats);
         let age_limit = table.policy().age_limit(0.0);
         let mut writer = Self {
             table,

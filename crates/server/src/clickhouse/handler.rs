@@ -230,7 +230,7 @@ async fn run_insert(
         )?;
     }
     let inserted = state
-        .pipeline
+        .door(crate::console::Door::ClickHouseHttp)
         .insert_body(Insert {
             table: &query.table,
             body: rows,

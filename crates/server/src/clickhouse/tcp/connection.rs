@@ -367,7 +367,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         };
         let inserted = self
             .state
-            .pipeline
+            .door(crate::console::Door::ClickHouseNative)
             .insert_body(Insert {
                 table: &insert.table,
                 body: &body,

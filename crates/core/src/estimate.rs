@@ -1,11 +1,16 @@
-//! `sluice estimate`: seed 000's insert batching estimator, with sluice's policy in front.
+//! Seed 000's insert batching estimator, with sluice's policy in front: the one model behind
+//! `sluice estimate` and the console's `GET /v1/estimate`, so the two can never disagree.
 //!
 //! Given a write rate, an insert size and a partition count, it says how many parts land per
 //! second, hour and day when inserts land as they come, and when sluice batches them; what the
 //! merge model predicts for each (merges, write amplification, merge thread load); and how soon a
 //! partition would pass MergeTree's thresholds (1,000 parts delay inserts, 3,000 refuse them).
 //! No I/O: arithmetic and the merge simulation over a bounded window.
+//!
+//! [`EstimateInput::check`] bounds every input, so that what a person types into a web page
+//! cannot overflow the arithmetic or make a simulation run long.
 
+use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -19,6 +24,20 @@ const MAX_SIMULATED_PARTS: f64 = 2_000_000.0;
 pub const PARTS_TO_DELAY: u64 = 1_000;
 /// See [`PARTS_TO_DELAY`].
 pub const PARTS_TO_THROW: u64 = 3_000;
+
+/// The highest write rate taken, rows per second: far above any one gateway's, low enough that
+/// the figures stay exact in `f64` and `u64`.
+pub const MAX_RATE: f64 = 1e9;
+/// The most rows per insert, and bytes per row, taken.
+pub const MAX_INSERT_ROWS: u64 = 1_000_000_000;
+/// The most partitions taken.
+pub const MAX_PARTITIONS: u64 = 1_000_000;
+/// The longest age limit taken: a day.
+pub const MAX_AGE_S: f64 = 86_400.0;
+/// The largest row limit taken.
+pub const MAX_ROWS: u64 = 1_000_000_000_000;
+/// The largest byte limit taken: a pebibyte.
+pub const MAX_BYTES: u64 = 1 << 50;
 
 /// The workload and sluice's policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -37,6 +56,76 @@ pub struct EstimateInput {
     pub max_bytes: u64,
     /// Bytes a row takes in sluice's buffer (Arrow memory).
     pub row_bytes: f64,
+}
+
+/// One of [`EstimateInput`]'s fields, for an error to name: each front end spells it its own way
+/// (a flag, a URL parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// [`EstimateInput::rate`].
+    Rate,
+    /// [`EstimateInput::insert_rows`].
+    InsertRows,
+    /// [`EstimateInput::partitions`].
+    Partitions,
+    /// [`EstimateInput::max_age_s`].
+    MaxAge,
+    /// [`EstimateInput::max_rows`].
+    MaxRows,
+    /// [`EstimateInput::max_bytes`].
+    MaxBytes,
+    /// [`EstimateInput::row_bytes`].
+    RowBytes,
+}
+
+/// An input the estimator does not take, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// Which input.
+    pub field: Field,
+    /// What is wrong with it, as a phrase: "must be more than 0 and at most 1000000000".
+    pub reason: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl EstimateInput {
+    /// Checks every input is within the range the model takes.
+    pub fn check(&self) -> Result<(), InputError> {
+        let real = |field, value: f64, max: f64| {
+            if value > 0.0 && value <= max {
+                Ok(())
+            } else {
+                Err(InputError {
+                    field,
+                    reason: format!("must be more than 0 and at most {max}, got {value}"),
+                })
+            }
+        };
+        let whole = |field, value: u64, max: u64| {
+            if (1..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(InputError {
+                    field,
+                    reason: format!("must be at least 1 and at most {max}, got {value}"),
+                })
+            }
+        };
+        real(Field::Rate, self.rate, MAX_RATE)?;
+        whole(Field::InsertRows, self.insert_rows, MAX_INSERT_ROWS)?;
+        whole(Field::Partitions, self.partitions, MAX_PARTITIONS)?;
+        real(Field::MaxAge, self.max_age_s, MAX_AGE_S)?;
+        whole(Field::MaxRows, self.max_rows, MAX_ROWS)?;
+        whole(Field::MaxBytes, self.max_bytes, MAX_BYTES)?;
+        real(Field::RowBytes, self.row_bytes, MAX_INSERT_ROWS as f64)
+    }
 }
 
 /// What one way of landing rows costs.
@@ -85,7 +174,8 @@ pub struct Estimate {
     pub parts_ratio: f64,
 }
 
-/// Estimates both sides.
+/// Estimates both sides. Takes any input, but only one that passes [`EstimateInput::check`]
+/// gives figures worth reading.
 pub fn estimate(input: &EstimateInput) -> Estimate {
     let partitions = input.partitions.max(1) as f64;
     let insert_rows = input.insert_rows.max(1) as f64;
@@ -207,6 +297,88 @@ mod tests {
         assert!(heavy.sluice.parts_per_s > 1.0);
         let light = estimate(&input(0.5, 1, 1));
         assert_eq!(light.sluice.parts_per_s, 0.5, "no more parts than rows");
+    }
+
+    #[test]
+    fn check_names_the_input_out_of_range() {
+        assert_eq!(input(20_000.0, 100, 1).check(), Ok(()));
+        let cases = [
+            (
+                EstimateInput {
+                    rate: 0.0,
+                    ..input(1.0, 1, 1)
+                },
+                Field::Rate,
+            ),
+            (
+                EstimateInput {
+                    rate: f64::NAN,
+                    ..input(1.0, 1, 1)
+                },
+                Field::Rate,
+            ),
+            (
+                EstimateInput {
+                    rate: 1e12,
+                    ..input(1.0, 1, 1)
+                },
+                Field::Rate,
+            ),
+            (input(1.0, 0, 1), Field::InsertRows),
+            (input(1.0, 1, 0), Field::Partitions),
+            (
+                EstimateInput {
+                    max_age_s: f64::INFINITY,
+                    ..input(1.0, 1, 1)
+                },
+                Field::MaxAge,
+            ),
+            (
+                EstimateInput {
+                    max_rows: 0,
+                    ..input(1.0, 1, 1)
+                },
+                Field::MaxRows,
+            ),
+            (
+                EstimateInput {
+                    max_bytes: u64::MAX,
+                    ..input(1.0, 1, 1)
+                },
+                Field::MaxBytes,
+            ),
+            (
+                EstimateInput {
+                    row_bytes: -1.0,
+                    ..input(1.0, 1, 1)
+                },
+                Field::RowBytes,
+            ),
+        ];
+        for (bad, field) in cases {
+            assert_eq!(bad.check().map_err(|e| e.field), Err(field), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_extremes_that_pass_the_check_give_finite_figures() {
+        for rate in [1e-9, 1.0, MAX_RATE] {
+            for insert_rows in [1, MAX_INSERT_ROWS] {
+                for partitions in [1, MAX_PARTITIONS] {
+                    for max_age_s in [1e-6, MAX_AGE_S] {
+                        let case = EstimateInput {
+                            max_age_s,
+                            max_rows: MAX_ROWS,
+                            ..input(rate, insert_rows, partitions)
+                        };
+                        assert_eq!(case.check(), Ok(()));
+                        let e = estimate(&case);
+                        assert!(e.direct.parts_per_s.is_finite(), "{case:?}");
+                        assert!(e.sluice.parts_per_s.is_finite(), "{case:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

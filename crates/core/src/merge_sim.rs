@@ -1,4 +1,5 @@
-//! `sluice lab merge-sim`: seed 000's simulation of the merge tax.
+//! Seed 000's simulation of the merge tax: what `sluice lab merge-sim` runs, and the merge model
+//! behind the estimator ([`crate::estimate`]).
 //!
 //! One merge thread merges `fan_in` equal parts into one, at a fixed cost per merge plus a cost
 //! per row, while inserts arrive at a fixed rate for a fixed time. It is a model, not a database
@@ -132,7 +133,7 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
                 finish_merge(&mut levels, done.level, fan_in);
                 active = active - fan_in + 1;
                 merges += 1;
-                rows_merged += done.rows;
+                rows_merged = rows_merged.saturating_add(done.rows);
                 busy += done.cost;
             }
         } else {
@@ -154,7 +155,7 @@ pub fn simulate(config: &MergeSimConfig) -> MergeSimReport {
     while (over_time.len() as f64) < duration.floor() {
         over_time.push(active);
     }
-    let rows_ingested = inserts * config.insert_rows;
+    let rows_ingested = inserts.saturating_mul(config.insert_rows);
     MergeSimReport {
         config: *config,
         parts_per_s: inserts_per_s,
