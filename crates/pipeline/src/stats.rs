@@ -194,6 +194,12 @@ impl TableStats {
         }
     }
 
+    /// Keeps `message` as the table's last error without calling the table failing: a batch
+    /// the store refused for good while it takes the others.
+    pub(crate) fn note_error(&self, message: String) {
+        *lock(&self.last_error) = Some((SystemTime::now(), message));
+    }
+
     pub(crate) fn error(&self) -> Option<(SystemTime, String)> {
         lock(&self.failing_since).clone()
     }

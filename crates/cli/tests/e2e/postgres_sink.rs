@@ -388,6 +388,16 @@ async fn a_table_made_by_hand_is_fitted_and_a_batch_it_refuses_goes_to_the_dead_
         metrics.contains("sluice_dead_letter_rows_total{table=\"load\"} 2"),
         "{metrics}"
     );
+    // The console shows the refusal as the table's last error, without calling it failing.
+    let console = http_get(server.addr, "/v1/dashboard").await.unwrap();
+    let console: serde_json::Value = serde_json::from_str(&console).unwrap();
+    let table = console["tables"]["rows"]
+        .as_array()
+        .and_then(|shown| shown.iter().find(|t| t["name"] == "load"))
+        .unwrap_or_else(|| panic!("no table load in {console}"));
+    let last_error = table["last_error"]["error"].as_str().unwrap_or_default();
+    assert!(last_error.contains("violates check constraint"), "{table}");
+    assert_eq!(table["health"], "ok", "{table}");
     // The table is not blocked: the next batch lands, in the added columns too, and without
     // the `service` the table once required.
     let (status, message) = http_post(

@@ -287,6 +287,7 @@ impl Writer {
         self.done_with(batch);
         self.attempt = 0;
         self.retry_at = None;
+        self.stats.note_error(reason.clone());
         self.last_error = Some(reason);
     }
 
