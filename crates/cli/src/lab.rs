@@ -22,6 +22,7 @@ use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::overload::{self, OverloadConfig};
 use sluice_lab::plot;
 use sluice_lab::resend::{self, ResendConfig, Store};
+use sluice_lab::writers::{self, WritersConfig};
 
 /// `sluice lab` subcommands.
 #[derive(Debug, Subcommand)]
@@ -47,6 +48,9 @@ pub enum LabCommand {
     /// The adaptive flush age (`min_age`) against a fixed one: a committed trickle's latency and
     /// a busy load's parts per second, side by side.
     Age(AgeArgs),
+    /// Several sluice processes landing in one Delta table: commits that lost a race to
+    /// another writer, and flush times, with 1, 2, 3 writers.
+    Writers(WritersArgs),
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
     /// parts, rows rewritten by merges.
     Clickhouse(ClickHouseArgs),
@@ -394,6 +398,31 @@ pub struct AgeArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab writers` flags.
+#[derive(Debug, Args)]
+pub struct WritersArgs {
+    /// The most sluice processes on the table; every count from 1 up to it runs.
+    #[arg(long, default_value_t = 3)]
+    writers: usize,
+    /// Producers in all, split evenly between the writers.
+    #[arg(long, default_value_t = 48)]
+    producers: usize,
+    /// Rows per insert.
+    #[arg(long, default_value_t = 10)]
+    rows_per_insert: usize,
+    /// How long each count of writers runs.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    duration: Duration,
+    /// The table's `max_age`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    max_age: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// `sluice lab overload` flags.
 #[derive(Debug, Args)]
 pub struct OverloadArgs {
@@ -516,6 +545,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Acks(args) => run_acks(args, binary).await,
         LabCommand::Http(args) => run_http(args, binary).await,
         LabCommand::Age(args) => run_age(args, binary).await,
+        LabCommand::Writers(args) => run_writers(args, binary).await,
         LabCommand::Formats(args) => run_formats(args, binary).await,
     }
 }
@@ -1015,6 +1045,51 @@ async fn run_age(args: AgeArgs, binary: PathBuf) -> Result<ExitCode> {
     .await
     .map_err(anyhow::Error::msg)?;
     print_age_goals(&report);
+    write_json(args.json.as_ref(), &report)?;
+    Ok(exit_code(report.measured_cleanly()))
+}
+
+/// `sluice lab writers`: 1, 2, ... sluice processes on one Delta table. Fails when a count had
+/// errors or landed nothing.
+async fn run_writers(args: WritersArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = WritersConfig {
+        binary,
+        dir,
+        max_writers: args.writers,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        duration: args.duration,
+        max_age: args.max_age,
+    };
+    println!(
+        "{} producers of {}-row durable inserts, {:?} per count, max_age {:?}, 8 partitions",
+        config.producers, config.rows_per_insert, config.duration, config.max_age
+    );
+    println!(
+        "  {:>7} {:>10} {:>10} {:>16} {:>13} {:>13} {:>6}",
+        "writers",
+        "rows/s",
+        "commits/s",
+        "lost races/min",
+        "flush p50 ms",
+        "flush p99 ms",
+        "errors"
+    );
+    let report = writers::run(config, |r| {
+        println!(
+            "  {:>7} {:>10.0} {:>10.1} {:>16.1} {:>13.1} {:>13.1} {:>6}",
+            r.writers,
+            r.rows_per_s,
+            r.commits_per_s,
+            r.commit_retries_per_min,
+            r.flush_p50_ms,
+            r.flush_p99_ms,
+            r.errors
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
     write_json(args.json.as_ref(), &report)?;
     Ok(exit_code(report.measured_cleanly()))
 }

@@ -92,6 +92,9 @@ pub struct Landed {
     /// wait). A store whose parts pile up (ClickHouse near `parts_to_delay_insert`) asks for
     /// pauses; rows keep arriving meanwhile, so the next flush is larger and parts fewer.
     pub pause: std::time::Duration,
+    /// Times the flush's commit lost a race to another writer of the same table and was tried
+    /// again: the lake's Delta commits, when several sluice processes share a table.
+    pub commit_retries: u64,
 }
 
 /// The active parts of one partition, as a store last saw them.

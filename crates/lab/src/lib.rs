@@ -17,6 +17,8 @@
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
 //! - [`formats`]: the same rows through the ClickHouse door in each input format: rows/s.
+//! - [`writers`]: several sluice processes landing in one Delta table: lost commit races and
+//!   flush times by number of writers.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
 //! - [`services`]: real PostgreSQL and ClickHouse servers from the project's scripts.
 //!
@@ -42,3 +44,4 @@ pub mod process;
 pub mod resend;
 pub mod services;
 pub mod verify;
+pub mod writers;

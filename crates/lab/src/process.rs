@@ -48,7 +48,10 @@ impl ServerProcess {
             .arg(data_dir)
             .env(
                 "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+                // A commit retried after another writer's is routine with several writers on
+                // one table, as `sluice serve`'s own default filter knows.
+                std::env::var("RUST_LOG")
+                    .unwrap_or_else(|_| "warn,deltalake_core::kernel::transaction=error".into()),
             )
             .stdout(Stdio::piped())
             .stderr(stderr);

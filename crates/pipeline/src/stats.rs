@@ -53,6 +53,9 @@ pub mod names {
     pub const DEAD_LETTER_ROWS: &str = "sluice_dead_letter_rows_total";
     /// Gauge, by table: the pause the store asked for after the last flush, in seconds (0: none).
     pub const STORE_PAUSE: &str = "sluice_store_pause_seconds";
+    /// Counter, by table: times a flush's commit lost a race to another writer of the table
+    /// (another sluice process on the same lake table) and was tried again.
+    pub const COMMIT_RETRIES: &str = "sluice_commit_retries_total";
     /// Counter, by table: flushes after which the store asked for a pause.
     pub const STORE_PAUSES: &str = "sluice_store_pauses_total";
     /// Counter: inserts delayed because a partition held more than `parts_to_delay_insert`

@@ -19,8 +19,10 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 pub fn install() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
+            // Fine around tens of milliseconds, where a flush's commit falls.
             let seconds = [
-                0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+                0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0,
+                10.0, 30.0,
             ];
             let rows = [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7];
             // A round merges up to every partition's small parts: seconds to minutes.
@@ -104,6 +106,10 @@ fn describe() {
         "Inserts delayed because their partition held more than parts_to_delay_insert parts"
     );
     describe_counter!(names::FLUSH_ERRORS, "Failed flush attempts, by kind");
+    describe_counter!(
+        names::COMMIT_RETRIES,
+        "Flush commits that lost a race to another writer of the table and were tried again"
+    );
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
     describe_counter!(

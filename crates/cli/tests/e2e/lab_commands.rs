@@ -625,3 +625,43 @@ fn age_runs_every_load_on_the_fixed_and_the_adaptive_table() {
         }
     }
 }
+
+#[test]
+fn writers_lands_one_table_from_one_then_two_sluice_processes() {
+    let (ok, report) = crate::common::run_json(&[
+        "lab",
+        "writers",
+        "--writers",
+        "2",
+        "--producers",
+        "8",
+        "--duration",
+        "2s",
+        "--max-age",
+        "200ms",
+    ]);
+    assert!(ok, "{report}");
+    let results = report["results"].as_array().expect("results");
+    let writers: Vec<u64> = results
+        .iter()
+        .filter_map(|r| r["writers"].as_u64())
+        .collect();
+    assert_eq!(writers, [1, 2], "{report}");
+    for result in results {
+        assert_eq!(result["errors"], 0, "{report}");
+        for field in [
+            "rows_per_s",
+            "commits_per_s",
+            "flush_p50_ms",
+            "flush_p99_ms",
+        ] {
+            let value = result[field].as_f64().unwrap_or(0.0);
+            assert!(value > 0.0, "{field} in {result}");
+        }
+        let p50 = result["flush_p50_ms"].as_f64().unwrap_or(0.0);
+        let p99 = result["flush_p99_ms"].as_f64().unwrap_or(0.0);
+        assert!(p50 <= p99, "{result}");
+    }
+    // One writer has no one to race.
+    assert_eq!(results[0]["commit_retries_per_min"], 0.0, "{report}");
+}

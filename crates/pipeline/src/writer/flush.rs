@@ -233,6 +233,9 @@ impl Writer {
         self.retry_at = None;
         self.last_error = None;
         self.stats.set_error(None);
+        self.instruments
+            .commit_retries
+            .increment(landed.commit_retries);
         self.instruments.store_pause.set(landed.pause.as_secs_f64());
         if landed.pause.is_zero() {
             self.paced_until = None;

@@ -22,6 +22,7 @@ pub(super) struct Instruments {
     pub(super) dead_rows: Tally,
     pub(super) store_pause: Gauge,
     pub(super) store_pauses: Counter,
+    pub(super) commit_retries: Counter,
 }
 
 impl Instruments {
@@ -64,6 +65,7 @@ impl Instruments {
             ),
             store_pause: metrics::gauge!(names::STORE_PAUSE, "table" => t()),
             store_pauses: metrics::counter!(names::STORE_PAUSES, "table" => t()),
+            commit_retries: metrics::counter!(names::COMMIT_RETRIES, "table" => t()),
         }
     }
 }

@@ -322,6 +322,7 @@ impl ClickHouseSink {
             parts: 1,
             bytes,
             pause,
+            ..Landed::default()
         })
     }
 

@@ -380,6 +380,7 @@ impl Sink for LakeSink {
             let mut log = log.lock().await;
             let values = partition_values(log.partition_columns(), &flush.id.partition);
             let add = add_action(&part, values);
+            let races_before = log.lost_races();
             let committed = log
                 .commit_flush(&self.writer, &flush.id.partition, flush.id.last_seq, add)
                 .await;
@@ -389,6 +390,7 @@ impl Sink for LakeSink {
                     Ok(Landed {
                         parts: 1,
                         bytes: part.bytes,
+                        commit_retries: log.lost_races() - races_before,
                         ..Landed::default()
                     })
                 }

@@ -205,6 +205,7 @@ impl TableLog {
                 Err(e) if !self.uncertain && retries < APPEND_RETRIES => {
                     tracing::debug!(table = %self.location, error = %e, "append retried");
                     retries += 1;
+                    self.lost_races += 1;
                     self.refresh().await?;
                 }
                 done => return done,
@@ -262,6 +263,8 @@ impl TableLog {
         } else {
             match post.await {
                 Ok(finalized) => {
+                    // deltalake-core tried each newer version another writer had taken.
+                    self.lost_races += finalized.metrics.num_retries;
                     self.state = finalized.snapshot();
                     self.publish_counts();
                     finalized.metrics.new_checkpoint_created

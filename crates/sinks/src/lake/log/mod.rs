@@ -86,6 +86,9 @@ pub(crate) struct TableLog {
     fields: Vec<StructField>,
     /// Whether the table's schema has been brought to `fields` ([`TableLog::conform_schema`]).
     conformed: bool,
+    /// Commits that lost a race to another writer and were tried again on a newer version,
+    /// since the log was opened.
+    lost_races: u64,
 }
 
 /// Active parts per partition of one table, readable without the log's lock.
@@ -95,6 +98,12 @@ impl TableLog {
     /// Whether the last commit failed in a way that may have written it anyway.
     pub(crate) fn is_uncertain(&self) -> bool {
         self.uncertain
+    }
+
+    /// Commits that lost a race to another writer and were tried again, since the log was
+    /// opened.
+    pub(crate) fn lost_races(&self) -> u64 {
+        self.lost_races
     }
 
     /// The partition columns, in log order.

@@ -145,6 +145,7 @@ impl TableLog {
             watermarks: HashMap::new(),
             fields,
             conformed: false,
+            lost_races: 0,
         };
         Ok(log.counted())
     }
