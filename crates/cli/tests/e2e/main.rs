@@ -18,6 +18,7 @@ mod config_errors;
 mod console;
 mod crash_recovery;
 mod drain;
+mod fleet;
 mod ingest_end_to_end;
 mod insert_keys;
 mod lab_commands;
