@@ -36,7 +36,8 @@ use tokio::net::TcpListener;
 
 pub use body::decode_content_encoding;
 pub use console::{CompactionRound, Compactions};
-pub use drain::{DEFAULT_DRAIN_DELAY, Signals, Stopping};
+use drain::Stopping;
+pub use drain::{DEFAULT_DRAIN_DELAY, Signals};
 
 /// The largest request body, compressed or decompressed: as large as a default batch, so one
 /// request never needs more than one batch's memory.
