@@ -121,8 +121,8 @@ async fn wait_until_stopping(addr: SocketAddr) -> Answer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigtermed_server_says_stopping_takes_inserts_through_its_drain_delay_and_lands_them() {
-    let delay = Duration::from_secs(3);
-    let mut server = Server::start_with_env(&config(), &[("SLUICE_DRAIN_DELAY", "3s")]);
+    let delay = Duration::from_secs(5);
+    let mut server = Server::start_with_env(&config(), &[("SLUICE_DRAIN_DELAY", "5s")]);
     let mut kept = KeepAlive::open(server.addr).await;
     let before = insert(&mut kept, 0).await;
     assert_eq!(before.status, 200, "{}", before.body);
