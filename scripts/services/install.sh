@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the servers sluice's tests start (PostgreSQL 15, ClickHouse) and the tools they call
-# (curl, openssl, and Chromium, the headless browser the console's test opens its pages in) from
-# Debian's packages, once, before the tests run in parallel. Does nothing when they are already
-# there.
+# Installs the servers sluice's tests start (PostgreSQL 15, ClickHouse, and HAProxy, the load
+# balancer of the fleet test) and the tools they call (curl, openssl, and Chromium, the headless
+# browser the console's test opens its pages in) from Debian's packages, once, before the tests
+# run in parallel. Does nothing when they are already there.
 set -euo pipefail
 
 need=()
@@ -13,6 +13,7 @@ fi
 command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
 command -v chromium >/dev/null || need+=(chromium)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -34,6 +35,11 @@ if ! "$venv/bin/python" -c 'import deltalake, pyarrow' 2>/dev/null; then
   fi
   "$venv/bin/pip" install -q --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow==26.0.1'
 fi
+
+# The S3 server whose conditional writes are atomic, which the fleet test's three sluice
+# processes commit to one Delta table on (moto's server mode, from PyPI into the same
+# virtualenv; see scripts/services/moto.sh).
+SLUICE_PYTHON_VENV="$venv" "$(dirname "$0")/moto.sh" install
 
 # The S3-compatible server the object-store lake test writes to (s3s-fs, built from crates.io
 # into target/tools once; see scripts/services/s3.sh).

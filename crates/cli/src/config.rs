@@ -22,8 +22,8 @@ use sluice_pipeline::{
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_ROWS_PER_INSERT, DRAIN_MARGIN, Limits,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_DRAIN_DELAY, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_ROWS_PER_INSERT, DRAIN_MARGIN, Limits,
 };
 use sluice_sinks::lake::LakeRoot;
 use sluice_sinks::{ClickHouseConfig, LakeConfig, PostgresConfig, SqliteConfig};
@@ -101,6 +101,9 @@ pub struct FileConfig {
     /// How long shutdown retries failing flushes.
     #[serde(default, with = "duration_text")]
     pub shutdown_timeout: Option<Duration>,
+    /// How long after a signal sluice still takes inserts while `/health` says `stopping`.
+    #[serde(default, with = "duration_text")]
+    pub drain_delay: Option<Duration>,
     /// How long each table remembers an insert key.
     #[serde(default, with = "duration_text")]
     pub insert_key_window: Option<Duration>,
@@ -305,6 +308,8 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     /// `--wal on|off`.
     pub wal: Option<bool>,
+    /// `--drain-delay`.
+    pub drain_delay: Option<Duration>,
 }
 
 /// Everything `sluice serve` needs, validated.
@@ -368,8 +373,11 @@ impl FileConfig {
         let (max_body_bytes, max_rows_per_insert) = self.resolve_insert_limits()?;
         let wal = self.wal.resolve(&data_dir, overrides.wal)?;
         let pipeline = self.resolve_pipeline(&data_dir, wal, default_policy)?;
-        let limits =
+        let mut limits =
             self.resolve_limits(max_body_bytes, max_rows_per_insert, pipeline.ack_timeout)?;
+        if let Some(delay) = overrides.drain_delay {
+            limits.drain_delay = delay;
+        }
         let (lake, compaction) = self.lake.resolve(&data_dir)?;
         self.check_sinks()?;
         let default_sink = match &self.default_sink {
@@ -505,6 +513,7 @@ impl FileConfig {
             body_timeout,
             idle_timeout,
             drain_timeout,
+            drain_delay: self.drain_delay.unwrap_or(DEFAULT_DRAIN_DELAY),
         })
     }
 
@@ -866,6 +875,26 @@ mod tests {
                 .unwrap_or_else(|| panic!("{text}: {err:#}"));
             assert_eq!(config.field, field, "{text}");
         }
+    }
+
+    #[test]
+    fn the_drain_delay_comes_from_the_flag_over_the_file() {
+        assert_eq!(resolve("").unwrap().limits.drain_delay, Duration::ZERO);
+        let file = "drain_delay = \"4s\"";
+        assert_eq!(
+            resolve(file).unwrap().limits.drain_delay,
+            Duration::from_secs(4)
+        );
+        let flag = Overrides {
+            drain_delay: Some(Duration::from_millis(1500)),
+            ..Overrides::default()
+        };
+        let settings = toml::from_str::<FileConfig>(file)
+            .unwrap()
+            .resolve(flag)
+            .unwrap();
+        assert_eq!(settings.limits.drain_delay, Duration::from_millis(1500));
+        assert!(resolve("drain_delay = \"soon\"").is_err());
     }
 
     #[test]

@@ -35,11 +35,15 @@ pub struct ServeArgs {
     /// The write-ahead log: `on` (the default) makes `durable` acks possible; `off` refuses them.
     #[arg(long, env = "SLUICE_WAL", value_parser = ["on", "off"])]
     wal: Option<String>,
+    /// How long after SIGTERM sluice still takes inserts while `/health` says `stopping`, so a
+    /// load balancer stops sending first (`5s`) [default: 0s].
+    #[arg(long, env = "SLUICE_DRAIN_DELAY", value_parser = humantime::parse_duration)]
+    drain_delay: Option<std::time::Duration>,
 }
 
 pub async fn run(args: ServeArgs) -> Result<ExitCode> {
     init_tracing();
-    let shutdown = shutdown_signal()?;
+    let signals = stop_signals()?;
     let mut settings = resolve_settings(args)?;
     // Held until the last flush has landed: dropped last.
     let _lock = DataDirLock::acquire(&settings.data_dir)?;
@@ -58,7 +62,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode> {
         AppState::new(pipeline.clone(), metrics, settings.limits).with_access(settings.access);
     let (stop_upkeep, upkeep) = spawn_upkeep(lake, settings.compaction, state.compactions());
 
-    sluice_server::serve(listeners, state, tls, shutdown)
+    sluice_server::serve(listeners, state, tls, signals)
         .await
         .context("the HTTP server failed")?;
     let _ = stop_upkeep.send(());
@@ -76,6 +80,7 @@ fn resolve_settings(args: ServeArgs) -> Result<Settings> {
         listen: args.listen,
         data_dir: args.data_dir,
         wal: args.wal.map(|w| w == "on"),
+        drain_delay: args.drain_delay,
     })
 }
 
@@ -308,26 +313,33 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// SIGINT or SIGTERM, registered now (so a signal that arrives while sluice starts is not
-/// lost to the default action, which would kill it unflushed) and awaited later.
-fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+/// SIGINT and SIGTERM, registered now (so a signal that arrives while sluice starts is not
+/// lost to the default action, which would kill it unflushed) and passed on, each time one
+/// comes, to the server: the first starts the drain, a second cuts its delay short.
+fn stop_signals() -> Result<sluice_server::Signals> {
+    let (send, signals) = tokio::sync::mpsc::channel(4);
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
         let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-        Ok(async move {
-            tokio::select! {
-                _ = interrupt.recv() => tracing::info!("SIGINT received"),
-                _ = terminate.recv() => tracing::info!("SIGTERM received"),
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = interrupt.recv() => tracing::info!("SIGINT received"),
+                    _ = terminate.recv() => tracing::info!("SIGTERM received"),
+                }
+                // The server needs two at most; more are as good as two.
+                let _ = send.try_send(());
             }
-        })
+        });
     }
     #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
             tracing::info!("Ctrl-C received");
-        })
-    }
+            let _ = send.try_send(());
+        }
+    });
+    Ok(signals)
 }

@@ -245,7 +245,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
         .collect();
     let wal = state.pipeline.wal();
     let wal_poisoned = wal.as_ref().and_then(|w| w.poisoned.clone());
-    let (status, code) = if !state.pipeline.is_accepting() {
+    let (status, code) = if state.is_stopping() {
         ("stopping", StatusCode::SERVICE_UNAVAILABLE)
     } else if failing.is_empty() && wal_poisoned.is_none() {
         ("ok", StatusCode::OK)

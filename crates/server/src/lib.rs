@@ -8,6 +8,7 @@
 //!   (`/v1/dashboard`), the sampler behind its charts, and the estimator (`/v1/estimate`).
 //! - `clickhouse/`: the ClickHouse-compatible endpoint (`POST /?query=INSERT ...`, `/ping`).
 //! - `body.rs`: body size and row limits, the body's idle timeout, and decompression.
+//! - [`drain`]: the graceful stop behind a load balancer: unhealthy first, then the doors close.
 //! - `error.rs`: every error kind and the one table mapping it to an HTTP status.
 //! - [`metrics`]: the Prometheus exporter.
 //! - [`tls`]: HTTPS with rustls when a certificate is configured.
@@ -20,11 +21,11 @@ pub mod auth;
 mod body;
 pub mod clickhouse;
 mod console;
+pub mod drain;
 mod error;
 pub mod metrics;
 pub mod tls;
 
-use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
@@ -35,6 +36,8 @@ use tokio::net::TcpListener;
 
 pub use body::decode_content_encoding;
 pub use console::{CompactionRound, Compactions};
+use drain::Stopping;
+pub use drain::{DEFAULT_DRAIN_DELAY, Signals};
 
 /// The largest request body, compressed or decompressed: as large as a default batch, so one
 /// request never needs more than one batch's memory.
@@ -91,6 +94,9 @@ pub struct Limits {
     /// `ack_timeout`); a client that trickles its body, or sends half a request and stalls,
     /// no longer holds the shutdown up for good.
     pub drain_timeout: Duration,
+    /// How long after the first signal the doors stay open while `/health` says `stopping`,
+    /// so that a load balancer's health check stops sending here before they close.
+    pub drain_delay: Duration,
 }
 
 impl Default for Limits {
@@ -101,6 +107,7 @@ impl Default for Limits {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            drain_delay: DEFAULT_DRAIN_DELAY,
         }
     }
 }
@@ -113,6 +120,7 @@ pub struct AppState {
     limits: Limits,
     access: std::sync::Arc<auth::Access>,
     console: std::sync::Arc<console::Console>,
+    stopping: Stopping,
 }
 
 impl AppState {
@@ -125,6 +133,7 @@ impl AppState {
             limits,
             access: std::sync::Arc::default(),
             console: std::sync::Arc::default(),
+            stopping: Stopping::default(),
         }
     }
 
@@ -132,6 +141,12 @@ impl AppState {
     pub fn with_access(mut self, access: auth::Access) -> Self {
         self.access = std::sync::Arc::new(access);
         self
+    }
+
+    /// Whether this instance is on its way out: a signal came, or the pipeline no longer
+    /// takes inserts. `GET /health` then answers 503 `stopping`.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.is_set() || !self.pipeline.is_accepting()
     }
 }
 
@@ -150,33 +165,42 @@ pub fn router(state: AppState) -> Router {
         .route("/dashboard/assets/{name}", get(console::asset))
         .route("/v1/dashboard", get(console::dashboard_json))
         .route("/v1/estimate", get(console::estimate_json))
+        .layer(axum::middleware::map_response_with_state(
+            state.stopping.clone(),
+            drain::close_when_stopping,
+        ))
         .with_state(state)
 }
 
-/// Serves HTTP, and the native protocol when its listener is given, until `shutdown`
-/// resolves; then stops accepting connections and waits for the requests in flight, at most [`Limits::drain_timeout`]; over TLS when `tls` is given. The
-/// caller shuts the pipeline down afterwards.
+/// Serves HTTP, and the native protocol when its listener is given, over TLS when `tls` is
+/// given, until the doors close: [`Limits::drain_delay`] after the first of `signals`, or at the
+/// second. From the first signal `/health` says `stopping` (see [`drain`]). When the doors close
+/// both stop accepting, and the requests in flight are waited for, at most
+/// [`Limits::drain_timeout`]. The caller shuts the pipeline down afterwards.
 pub async fn serve(
     listeners: Listeners,
     state: AppState,
     tls: Option<tls::Tls>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    signals: Signals,
 ) -> std::io::Result<()> {
     let drain = state.limits.drain_timeout;
-    // The signal, seen twice: by the server, which stops accepting, and by the drain's clock.
-    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    // The doors' closing, seen twice: by the servers, which stop accepting, and by the drain's
+    // clock.
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let stopping = state.stopping.clone();
+    let delay = state.limits.drain_delay;
     tokio::spawn(async move {
-        shutdown.await;
-        let _ = stopping.send(true);
+        drain::until_doors_close(signals, stopping, delay).await;
+        let _ = closing.send(true);
     });
-    let signal = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+    let signal = |mut closed: tokio::sync::watch::Receiver<bool>| async move {
         // An error means the sender is gone, which it is only after sending.
-        let _ = stopped.wait_for(|&stop| stop).await;
+        let _ = closed.wait_for(|&close| close).await;
     };
     let deadline = {
-        let stopped = stopped.clone();
+        let closed = closed.clone();
         async move {
-            signal(stopped).await;
+            signal(closed).await;
             tokio::time::sleep(drain).await;
         }
     };
@@ -192,19 +216,19 @@ pub async fn serve(
     };
     let sampler = tokio::spawn(state.console.clone().run_sampler(state.pipeline.clone()));
     let native = {
-        let (state, tls, stopped) = (state.clone(), tls.clone(), stopped.clone());
+        let (state, tls, closed) = (state.clone(), tls.clone(), closed.clone());
         async move {
             if let Some(listener) = listeners.native {
-                clickhouse::tcp::serve(listener, state, tls, stopped).await;
+                clickhouse::tcp::serve(listener, state, tls, closed).await;
             }
         }
     };
     let http = async {
         match tls {
-            Some(tls) => tls::serve(listeners.http, router(state), tls, signal(stopped)).await,
+            Some(tls) => tls::serve(listeners.http, router(state), tls, signal(closed)).await,
             None => {
                 axum::serve(listeners.http, router(state))
-                    .with_graceful_shutdown(signal(stopped))
+                    .with_graceful_shutdown(signal(closed))
                     .await
             }
         }

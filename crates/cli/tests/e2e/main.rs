@@ -17,6 +17,8 @@ mod clickhouse_sink;
 mod config_errors;
 mod console;
 mod crash_recovery;
+mod drain;
+mod fleet;
 mod ingest_end_to_end;
 mod insert_keys;
 mod lab_commands;

@@ -155,7 +155,7 @@ fn fresh(body: serde_json::Value) -> Response {
 /// `ok`, `degraded` or `stopping`, as `GET /health` says.
 fn status(state: &AppState, tables: &[sluice_pipeline::TableInfo]) -> &'static str {
     let poisoned = state.pipeline.wal().is_some_and(|w| w.poisoned.is_some());
-    if !state.pipeline.is_accepting() {
+    if state.is_stopping() {
         "stopping"
     } else if poisoned || tables.iter().any(|t| t.failing.is_some()) {
         "degraded"
