@@ -50,9 +50,14 @@ fn is_port_taken(error: &str) -> bool {
 }
 
 fn run(script_name: &str, args: &[&str]) -> Result<String, String> {
-    let output = Command::new("bash")
-        .arg(script(script_name))
-        .args(args)
+    let mut command = Command::new("bash");
+    command.arg(script(script_name)).args(args);
+    output_of(script_name, args, command)
+}
+
+/// Runs `command`, a service script, and returns what it printed, or why it failed.
+fn output_of(script_name: &str, args: &[&str], mut command: Command) -> Result<String, String> {
+    let output = command
         .output()
         .map_err(|e| format!("cannot run {script_name}: {e}"))?;
     if !output.status.success() {
@@ -257,13 +262,7 @@ impl S3 {
 
     /// The `[lake.storage]` options (object_store's names) that reach this server.
     pub fn storage_options(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("aws_endpoint", self.endpoint.clone()),
-            ("aws_access_key_id", Self::ACCESS_KEY.to_owned()),
-            ("aws_secret_access_key", Self::SECRET_KEY.to_owned()),
-            ("aws_region", "us-east-1".to_owned()),
-            ("aws_allow_http", "true".to_owned()),
-        ]
+        s3_storage_options(&self.endpoint)
     }
 
     /// Stops the server's process where it is (SIGSTOP): its port still takes connections,
@@ -301,6 +300,75 @@ impl Drop for S3 {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+/// The `[lake.storage]` options (object_store's names) that reach an S3 server of the scripts
+/// at `endpoint`, with the credentials they start it with.
+fn s3_storage_options(endpoint: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("aws_endpoint", endpoint.to_owned()),
+        ("aws_access_key_id", S3::ACCESS_KEY.to_owned()),
+        ("aws_secret_access_key", S3::SECRET_KEY.to_owned()),
+        ("aws_region", "us-east-1".to_owned()),
+        ("aws_allow_http", "true".to_owned()),
+    ]
+}
+
+/// A throwaway S3 server whose conditional writes are atomic (moto's server mode, in the
+/// Python reader's virtualenv), with one bucket: several sluice processes can commit to one
+/// Delta table in it. Its objects live in its memory.
+pub struct Moto {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The bucket made for the caller.
+    pub bucket: String,
+    dir: tempfile::TempDir,
+}
+
+impl Moto {
+    /// Starts a fresh server with an empty bucket `bucket`, from the virtualenv around
+    /// `$SLUICE_PYTHON` (the script's own default without it).
+    pub fn start(bucket: &str) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-moto-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let path = dir.path().to_string_lossy().into_owned();
+        let endpoint =
+            on_free_ports(|[port]| run_moto(&["start", &path, &port.to_string(), bucket]))?;
+        Ok(Self {
+            endpoint,
+            bucket: bucket.to_owned(),
+            dir,
+        })
+    }
+
+    /// The `[lake.storage]` options (object_store's names) that reach this server.
+    pub fn storage_options(&self) -> Vec<(&'static str, String)> {
+        s3_storage_options(&self.endpoint)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = run_moto(&["stop", &self.dir.path().to_string_lossy()]);
+    }
+}
+
+/// Runs `moto.sh` with the virtualenv around `$SLUICE_PYTHON`, when it is set.
+fn run_moto(args: &[&str]) -> Result<String, String> {
+    let venv = std::env::var_os("SLUICE_PYTHON").and_then(|python| {
+        Path::new(&python)
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+    });
+    let mut command = Command::new("bash");
+    command.arg(script("moto.sh")).args(args);
+    if let Some(venv) = venv {
+        command.env("SLUICE_PYTHON_VENV", venv);
+    }
+    output_of("moto.sh", args, command)
 }
 
 /// A throwaway Azure Blob Storage server (Azurite, Microsoft's emulator) with one container, on

@@ -208,14 +208,7 @@ fn active_parts_json(t: &TableInfo) -> Value {
         None => Value::Null,
         Some(partitions) => partitions
             .iter()
-            .map(|p| {
-                json!({
-                    "partition": p.partition.to_string(),
-                    "parts": p.parts,
-                    "rows": p.rows,
-                    "bytes": p.bytes,
-                })
-            })
+            .map(crate::console::partition_json)
             .collect(),
     }
 }

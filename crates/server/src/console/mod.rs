@@ -41,6 +41,7 @@ use sluice_pipeline::{InsertError, Inserted, Pipeline};
 
 pub use counts::{CompactionRound, Compactions, Door};
 pub(crate) use pages::{asset, dashboard_page, estimate_page};
+pub(crate) use view::partition_json;
 
 use crate::AppState;
 use crate::error::{ApiError, Kind};

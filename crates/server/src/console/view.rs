@@ -310,6 +310,16 @@ fn error_json(error: Option<&(SystemTime, String)>) -> Value {
     )
 }
 
+/// One partition's active parts, rows and bytes, as the console and `GET /v1/tables` show them.
+pub(crate) fn partition_json(p: &PartitionParts) -> Value {
+    json!({
+        "partition": p.partition.to_string(),
+        "parts": p.parts,
+        "rows": p.rows,
+        "bytes": p.bytes,
+    })
+}
+
 /// Each store by its sink's name: its tables, the failing ones, its newest error.
 fn stores_json(tables: &[TableInfo]) -> Value {
     let mut stores: Vec<&'static str> = tables.iter().map(|t| t.sink).collect();
@@ -424,14 +434,7 @@ fn table_json(
     let mut top = m.partitions.clone();
     top.sort_by(|a, b| b.parts.cmp(&a.parts).then(a.partition.cmp(&b.partition)));
     let shown: Vec<Value> = (top.iter().take(limit))
-        .map(|p| {
-            json!({
-                "partition": p.partition.to_string(),
-                "parts": p.parts,
-                "rows": p.rows,
-                "bytes": p.bytes,
-            })
-        })
+        .map(|p| partition_json(p))
         .collect();
     let all = t.active_parts.iter().flatten();
     let compaction = inputs.compactions.get(&t.name).copied().unwrap_or_default();

@@ -22,8 +22,9 @@ use sluice_lab::load::{Endpoint, LoadReport, Progress, Stop};
 use sluice_lab::services::Postgres;
 use tokio::task::JoinHandle;
 
-use self::rig::{Balancer, BalancerPorts, CHECK_INTERVAL, FALL, Instance, Moto, quiet_ports};
+use self::rig::{Balancer, BalancerPorts, CHECK_INTERVAL, FALL, Instance, quiet_ports};
 use crate::common::{assert_exactly_once, delta_read_at, load_config_for, wait_for_acks};
+use sluice_lab::services::Moto;
 
 /// How long a SIGTERMed instance keeps taking inserts while `/health` says `stopping`. HAProxy
 /// takes an instance out at most [`CHECK_INTERVAL`] times [`FALL`] after its checks start
@@ -223,7 +224,7 @@ fn config(store: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_on_one_delta_table_in_s3_restarts_with_no_failed_request_and_keeps_rows_once() {
-    let moto = Moto::start("lake");
+    let moto = Moto::start("lake").unwrap();
     let storage = crate::common::storage_toml(&moto.storage_options());
     let lake = format!(
         "[lake]\nroot = \"s3://{}/fleet\"\n[lake.storage]\n{storage}",
