@@ -983,7 +983,6 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
 
 /// The two ratios of `sluice lab http`, each beside its goal.
 fn print_http_ratios(report: &HttpReport) {
-    let met = |met: bool| if met { "met" } else { "not met" };
     println!(
         "  async inserts / pings     {:>6.3}  (goal {:.2}: {})",
         report.async_vs_ping,
@@ -999,6 +998,11 @@ fn print_http_ratios(report: &HttpReport) {
     if !report.measured_cleanly() {
         println!("  a phase had errors or measured nothing: the figures are not to be trusted");
     }
+}
+
+/// How a lab prints whether a goal was reached.
+fn met(reached: bool) -> &'static str {
+    if reached { "met" } else { "not met" }
 }
 
 /// `sluice lab age`: three loads on a fixed-age table and an adaptive one. Fails when a load had
@@ -1096,7 +1100,6 @@ async fn run_writers(args: WritersArgs, binary: PathBuf) -> Result<ExitCode> {
 
 /// The two goals of `sluice lab age`, each with what was measured.
 fn print_age_goals(report: &AgeReport) {
-    let met = |met: bool| if met { "met" } else { "not met" };
     println!(
         "  adaptive trickle p99 at most {:.0} ms: {}",
         report.trickle_p99_goal_ms,

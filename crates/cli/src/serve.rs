@@ -36,7 +36,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_WAL", value_parser = ["on", "off"])]
     wal: Option<String>,
     /// How long after SIGTERM sluice still takes inserts while `/health` says `stopping`, so a
-    /// load balancer stops sending first (`5s`) [default: 0s].
+    /// load balancer stops sending first: a duration such as `5s` [default: 0s].
     #[arg(long, env = "SLUICE_DRAIN_DELAY", value_parser = humantime::parse_duration)]
     drain_delay: Option<std::time::Duration>,
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::events::COLUMNS_TOML;
-use crate::load::{self, Endpoint, Latency, LoadConfig, Progress, Stop};
+use crate::load::{self, Latency, LoadConfig, Progress, Stop};
 use crate::process::ServerProcess;
 
 /// What to run.
@@ -69,33 +69,27 @@ pub async fn run(
     config: AcksConfig,
     mut on_mode: impl FnMut(&ModeResult),
 ) -> Result<AcksReport, String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
     let mut text = format!("[flush]\nmax_age = \"{}ms\"\n", config.max_age.as_millis());
     for ack in ["async", "durable", "committed"] {
         text.push_str(&format!(
             "\n[tables.acks_{ack}]\ncolumns = {COLUMNS_TOML}\n"
         ));
     }
-    let config_file = config.data_dir.join("acks.toml");
-    std::fs::write(&config_file, text).map_err(|e| e.to_string())?;
-    let mut server = ServerProcess::spawn(&config.binary, &config.data_dir, Some(&config_file))
-        .map_err(|e| e.to_string())?;
+    let mut server =
+        ServerProcess::spawn_configured(&config.binary, &config.data_dir, "acks.toml", &text)?;
     let mut modes = Vec::new();
     for ack in ["async", "durable", "committed"] {
         let before = fsyncs(&server).await?;
         let load = LoadConfig {
-            addr: server.addr,
-            table: format!("acks_{ack}"),
-            endpoint: Endpoint::Native,
-            producers: config.producers,
-            rows_per_insert: config.rows_per_insert,
-            rate: None,
-            stop: Stop::After(config.duration),
-            ack: ack.into(),
             seed: 11,
-            id_offset: 0,
-            format: crate::events::RowFormat::JsonEachRow,
-            keyed: false,
+            ..LoadConfig::native(
+                server.addr,
+                &format!("acks_{ack}"),
+                config.producers,
+                config.rows_per_insert,
+                ack,
+                Stop::After(config.duration),
+            )
         };
         let report = load::run(load, Arc::new(Progress::default()), false)
             .await

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::events::{COLUMNS_TOML, RowFormat};
-use crate::load::{self, Endpoint, LoadConfig, Progress, Stop};
+use crate::events::COLUMNS_TOML;
+use crate::load::{self, LoadConfig, Progress, Stop};
 use crate::process::ServerProcess;
 
 /// The trickle's latency goal: `min_age` plus this, at the 99th percentile.
@@ -216,18 +216,10 @@ async fn run_load(
     };
     let parts_before = parts_written(addr, table).await?;
     let load_config = LoadConfig {
-        addr,
-        table: table.into(),
-        endpoint: Endpoint::Native,
-        producers,
-        rows_per_insert: 1,
         rate,
-        stop: Stop::After(duration),
-        ack: ack.into(),
         seed: id_offset,
         id_offset,
-        format: RowFormat::JsonEachRow,
-        keyed: false,
+        ..LoadConfig::native(addr, table, producers, 1, ack, Stop::After(duration))
     };
     let report = load::run(load_config, Arc::new(Progress::default()), false)
         .await
@@ -261,7 +253,6 @@ async fn parts_written(addr: SocketAddr, table: &str) -> Result<f64, String> {
 
 /// Writes a config declaring both tables and starts `sluice serve` on the data directory.
 fn start_server(config: &AgeConfig) -> Result<ServerProcess, String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
     let max_age_ms = config.max_age.as_millis();
     let min_age_ms = config.min_age.as_millis().max(1);
     let [(_, fixed), (_, adaptive)] = TABLES;
@@ -271,10 +262,7 @@ fn start_server(config: &AgeConfig) -> Result<ServerProcess, String> {
          [tables.{adaptive}]\ncolumns = {COLUMNS_TOML}\n\n\
          [tables.{adaptive}.flush]\nmin_age = \"{min_age_ms}ms\"\n"
     );
-    let config_file = config.data_dir.join("age.toml");
-    std::fs::write(&config_file, text).map_err(|e| e.to_string())?;
-    ServerProcess::spawn(&config.binary, &config.data_dir, Some(&config_file))
-        .map_err(|e| e.to_string())
+    ServerProcess::spawn_configured(&config.binary, &config.data_dir, "age.toml", &text)
 }
 
 fn policy_figures(policy: &str, loads: Vec<LoadFigures>) -> Result<PolicyFigures, String> {

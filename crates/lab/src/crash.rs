@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::events::COLUMNS_TOML;
-use crate::load::{self, Endpoint, LoadConfig, Progress, Stop};
+use crate::load::{self, LoadConfig, Progress, Stop};
 use crate::process::ServerProcess;
 use crate::verify::{self, Audit};
 
@@ -101,18 +101,16 @@ pub async fn run(
             .map_err(|e| format!("cycle {cycle}: {e}"))?;
         let progress = Arc::new(Progress::default());
         let load = LoadConfig {
-            addr: server.addr,
-            table: TABLE.into(),
-            endpoint: Endpoint::Native,
-            producers: config.producers,
-            rows_per_insert: config.rows_per_insert,
-            rate: None,
-            stop: Stop::After(config.max_run * 4),
-            ack: "durable".into(),
             seed: config.seed.wrapping_add(cycle as u64),
             id_offset: cycle as u64 * 1_000_000_000,
-            format: crate::events::RowFormat::JsonEachRow,
-            keyed: false,
+            ..LoadConfig::native(
+                server.addr,
+                TABLE,
+                config.producers,
+                config.rows_per_insert,
+                "durable",
+                Stop::After(config.max_run * 4),
+            )
         };
         let task = tokio::spawn(load::run(load, progress.clone(), true));
         let min = config.min_run.as_millis() as u64;

@@ -29,8 +29,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, StatusCode};
 use serde::Serialize;
 
-use crate::events::{COLUMNS_TOML, RowFormat};
-use crate::load::{self, Endpoint, LoadConfig, Progress, Stop};
+use crate::events::COLUMNS_TOML;
+use crate::load::{self, LoadConfig, Progress, Stop};
 use crate::process::ServerProcess;
 
 /// The goal for 1-row async inserts per second over `GET /ping` answers per second.
@@ -225,18 +225,16 @@ async fn insert_phase(
     id_offset: u64,
 ) -> Result<Phase, String> {
     let load = LoadConfig {
-        addr,
-        table: TABLE.into(),
-        endpoint: Endpoint::Native,
-        producers: config.connections,
-        rows_per_insert: spec.rows_per_insert,
-        rate: None,
-        stop: Stop::After(config.duration),
-        ack: spec.ack.into(),
         seed: id_offset,
         id_offset,
-        format: RowFormat::JsonEachRow,
-        keyed: false,
+        ..LoadConfig::native(
+            addr,
+            TABLE,
+            config.connections,
+            spec.rows_per_insert,
+            spec.ack,
+            Stop::After(config.duration),
+        )
     };
     let report = load::run(load, Arc::new(Progress::default()), false)
         .await
@@ -258,12 +256,8 @@ async fn insert_phase(
 
 /// Writes a config declaring the table and starts `sluice serve` on the data directory.
 fn start_server(config: &HttpConfig) -> Result<ServerProcess, String> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| e.to_string())?;
-    let config_file = config.data_dir.join("http.toml");
     let text = format!("[tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\n");
-    std::fs::write(&config_file, text).map_err(|e| e.to_string())?;
-    ServerProcess::spawn(&config.binary, &config.data_dir, Some(&config_file))
-        .map_err(|e| e.to_string())
+    ServerProcess::spawn_configured(&config.binary, &config.data_dir, "http.toml", &text)
 }
 
 /// The report of the four phases, in the order [`run`] ran them.

@@ -82,6 +82,34 @@ pub struct LoadConfig {
     pub keyed: bool,
 }
 
+impl LoadConfig {
+    /// Producers sending JSON rows to the native API as fast as answers come, without keys, seed
+    /// and first id 0: what most labs run, changing a field or two.
+    pub fn native(
+        addr: SocketAddr,
+        table: &str,
+        producers: usize,
+        rows_per_insert: usize,
+        ack: &str,
+        stop: Stop,
+    ) -> Self {
+        Self {
+            addr,
+            table: table.to_owned(),
+            endpoint: Endpoint::Native,
+            producers,
+            rows_per_insert,
+            rate: None,
+            stop,
+            ack: ack.to_owned(),
+            seed: 0,
+            id_offset: 0,
+            format: RowFormat::JsonEachRow,
+            keyed: false,
+        }
+    }
+}
+
 /// Latency figures, in milliseconds.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct Latency {

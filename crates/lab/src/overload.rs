@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::events::{COLUMNS_TOML, SERVICES};
-use crate::load::{self, Endpoint, LoadConfig, Progress, Stop, http_get};
+use crate::load::{self, LoadConfig, Progress, Stop, http_get};
 use crate::process::ServerProcess;
 use crate::verify::{self, Audit};
 
@@ -196,18 +196,15 @@ fn write_server_config(config: &OverloadConfig) -> Result<PathBuf, String> {
 /// The producers' load: `durable` native inserts into table `overload` until told to stop.
 fn load_config(config: &OverloadConfig, addr: std::net::SocketAddr) -> LoadConfig {
     LoadConfig {
-        addr,
-        table: TABLE.into(),
-        endpoint: Endpoint::Native,
-        producers: config.producers,
-        rows_per_insert: config.rows_per_insert,
-        rate: None,
-        stop: Stop::After(Duration::from_secs(24 * 3600)),
-        ack: "durable".into(),
         seed: 11,
-        id_offset: 0,
-        format: crate::events::RowFormat::JsonEachRow,
-        keyed: false,
+        ..LoadConfig::native(
+            addr,
+            TABLE,
+            config.producers,
+            config.rows_per_insert,
+            "durable",
+            Stop::After(Duration::from_secs(24 * 3600)),
+        )
     }
 }
 

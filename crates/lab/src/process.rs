@@ -22,6 +22,20 @@ impl ServerProcess {
         Self::spawn_with_env(binary, data_dir, config, &[])
     }
 
+    /// Writes `config_text` to `data_dir/file_name` (making the folder) and starts a server on
+    /// the folder with that config: how a lab that needs one server sets it up.
+    pub fn spawn_configured(
+        binary: &Path,
+        data_dir: &Path,
+        file_name: &str,
+        config_text: &str,
+    ) -> Result<Self, String> {
+        std::fs::create_dir_all(data_dir).map_err(|e| e.to_string())?;
+        let config_file = data_dir.join(file_name);
+        std::fs::write(&config_file, config_text).map_err(|e| e.to_string())?;
+        Self::spawn(binary, data_dir, Some(&config_file)).map_err(|e| e.to_string())
+    }
+
     /// [`ServerProcess::spawn`] with extra environment variables.
     pub fn spawn_with_env(
         binary: &Path,

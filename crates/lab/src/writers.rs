@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::events::{COLUMNS_TOML, RowFormat};
-use crate::load::{self, Endpoint, LoadConfig, Progress, Stop};
+use crate::events::COLUMNS_TOML;
+use crate::load::{self, LoadConfig, Progress, Stop};
 use crate::process::ServerProcess;
 
 /// The table every writer lands in.
@@ -125,18 +125,16 @@ async fn run_writers(config: &WritersConfig, writers: usize) -> Result<WritersRe
     }
     let loads = servers.iter().enumerate().map(|(i, server)| {
         let load = LoadConfig {
-            addr: server.addr,
-            table: TABLE.into(),
-            endpoint: Endpoint::Native,
-            producers: config.producers / writers,
-            rows_per_insert: config.rows_per_insert,
-            rate: None,
-            stop: Stop::After(config.duration),
-            ack: "durable".into(),
             seed: i as u64,
             id_offset: (i as u64) << 40,
-            format: RowFormat::JsonEachRow,
-            keyed: false,
+            ..LoadConfig::native(
+                server.addr,
+                TABLE,
+                config.producers / writers,
+                config.rows_per_insert,
+                "durable",
+                Stop::After(config.duration),
+            )
         };
         load::run(load, Arc::new(Progress::default()), false)
     });
@@ -192,16 +190,13 @@ fn start_server(
     i: usize,
 ) -> Result<ServerProcess, String> {
     let data_dir = root.join(format!("writer-{i}"));
-    std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
     let text = format!(
         "[flush]\nmax_age = \"{}ms\"\n\n[lake]\nroot = {:?}\n\n\
          [tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\npartition_by = \"service\"\n",
         config.max_age.as_millis().max(1),
         lake.display().to_string(),
     );
-    let config_file = data_dir.join("writer.toml");
-    std::fs::write(&config_file, text).map_err(|e| e.to_string())?;
-    ServerProcess::spawn(&config.binary, &data_dir, Some(&config_file)).map_err(|e| e.to_string())
+    ServerProcess::spawn_configured(&config.binary, &data_dir, "writer.toml", &text)
 }
 
 /// The metrics of every writer, added up.
