@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # A throwaway ClickHouse server (Debian's 18.16) on 127.0.0.1 for sluice's tests and labs.
 #
-#   scripts/services/clickhouse.sh start DIR HTTP_PORT TCP_PORT   start it in DIR; prints its URL
+#   scripts/services/clickhouse.sh start DIR HTTP_PORT TCP_PORT [SHARD_TCP_PORTS]
+#                                                                 start it in DIR; prints its URL.
+#                                                                 SHARD_TCP_PORTS ("9001,9002"):
+#                                                                 the native ports of a cluster
+#                                                                 `sluice_shards`, one shard each
 #   scripts/services/clickhouse.sh stop DIR                       stop it
 #   scripts/services/clickhouse.sh freeze DIR                     stop its process (SIGSTOP):
 #                                                                 its port takes connections,
@@ -12,7 +16,7 @@
 # everything under DIR, user `default` without a password.
 set -euo pipefail
 
-usage="usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT | stop DIR | freeze DIR | thaw DIR"
+usage="usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT [SHARD_TCP_PORTS] | stop DIR | freeze DIR | thaw DIR"
 action=${1:?$usage}
 dir=${2:?$usage}
 
@@ -25,6 +29,18 @@ install() {
   fi
 }
 
+# `<remote_servers>` with one cluster, `sluice_shards`: a shard per port of $1 ("9001,9002"),
+# one replica each, on 127.0.0.1. Nothing when $1 is empty.
+remote_servers() {
+  [ -n "$1" ] || return 0
+  echo "  <remote_servers><sluice_shards>"
+  local port
+  for port in ${1//,/ }; do
+    echo "    <shard><replica><host>127.0.0.1</host><port>$port</port></replica></shard>"
+  done
+  echo "  </sluice_shards></remote_servers>"
+}
+
 server() {
   if [ -x /usr/sbin/clickhouse-server ]; then echo /usr/sbin/clickhouse-server; else echo /usr/bin/clickhouse-server; fi
 }
@@ -33,6 +49,7 @@ case "$action" in
   start)
     http=${3:?usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT}
     tcp=${4:?usage: clickhouse.sh start DIR HTTP_PORT TCP_PORT}
+    shards=${5:-}
     install
     mkdir -p "$dir/data" "$dir/tmp" "$dir/log"
     cat >"$dir/users.xml" <<XML
@@ -65,6 +82,7 @@ XML
   <default_profile>default</default_profile>
   <default_database>default</default_database>
   <mark_cache_size>67108864</mark_cache_size>
+$(remote_servers "$shards")
 </yandex>
 XML
     nohup "$(server)" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &

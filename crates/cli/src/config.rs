@@ -527,6 +527,10 @@ impl FileConfig {
                 )
                 .into());
             }
+            if let SinkSpec::ClickHouse(ch) = spec {
+                ch.check()
+                    .map_err(|e| ConfigError::new(format!("sinks.{name}"), e))?;
+            }
             let timeout = match spec {
                 SinkSpec::Sqlite(_) => None,
                 SinkSpec::Postgres(pg) => pg.timeout,
@@ -716,6 +720,10 @@ fn resolve_tables(
             Some(sink) => known_sink(sinks, &format!("{field}.sink"), sink)?,
             None => default_sink.to_owned(),
         };
+        if let Some(SinkSpec::ClickHouse(ch)) = sinks.get(&sink) {
+            ch.check_table(&def)
+                .map_err(|e| ConfigError::new(&field, e))?;
+        }
         resolved.push((def, sink));
     }
     Ok(resolved)
@@ -866,6 +874,22 @@ mod tests {
             (
                 "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntimeout = \"0s\"",
                 "sinks.ch.timeout",
+            ),
+            (
+                "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://a:8123\"\nshard_key = \"u\"",
+                "sinks.ch",
+            ),
+            (
+                "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://a:8123\"\nshards = [\"http://a:8123\", \"http://a:8123/\"]",
+                "sinks.ch",
+            ),
+            (
+                "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://a:8123\"\nshards = [\"http://a:8123\", \"http://b:8123\"]\nshard_key = \"u\"\n[tables.t]\nsink = \"ch\"\ncolumns = [{name = \"u\", type = \"string\"}]",
+                "tables.t",
+            ),
+            (
+                "[sinks.ch]\ntype = \"clickhouse\"\nurl = \"http://a:8123\"\nshards = [\"http://a:8123\", \"http://b:8123\"]\nshard_key = \"u\"\n[tables.t]\nsink = \"ch\"\ncolumns = [{name = \"u\", type = \"float64\", nullable = false}]",
+                "tables.t",
             ),
         ];
         for (text, field) in cases {

@@ -133,6 +133,10 @@ pub struct SinkError {
     /// The underlying error.
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    /// Some of the flush's rows landed before the failure (on some shards of a cluster), and
+    /// the sink remembers which: the retry must bring the same flush, not one with later rows
+    /// folded in, or the sink could not tell what is left to land.
+    pub partly_landed: bool,
 }
 
 impl SinkError {
@@ -143,6 +147,7 @@ impl SinkError {
             sink,
             message: message.into(),
             source: None,
+            partly_landed: false,
         }
     }
 
@@ -153,12 +158,19 @@ impl SinkError {
             sink,
             message: message.into(),
             source: None,
+            partly_landed: false,
         }
     }
 
     /// The same error with its cause attached.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The same error, saying that part of the flush landed: see [`SinkError::partly_landed`].
+    pub fn with_part_landed(mut self) -> Self {
+        self.partly_landed = true;
         self
     }
 

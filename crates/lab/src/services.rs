@@ -141,29 +141,43 @@ pub struct ClickHouse {
     /// Its HTTP interface.
     pub addr: SocketAddr,
     tcp_port: u16,
+    /// The native ports of the cluster `sluice_shards` it knows, comma-separated; empty: none.
+    shards: String,
     dir: tempfile::TempDir,
 }
 
 impl ClickHouse {
     /// Starts a fresh server.
     pub fn start() -> Result<Self, String> {
+        on_free_ports(|[http, tcp]| Self::start_on(http, tcp, ""))
+    }
+
+    /// Starts two fresh servers, the two shards of a cluster `sluice_shards` that both know,
+    /// so either can hold a `Distributed` table over it.
+    pub fn two_shards() -> Result<[Self; 2], String> {
+        on_free_ports(|[http_a, tcp_a, http_b, tcp_b]| {
+            let shards = format!("{tcp_a},{tcp_b}");
+            let a = Self::start_on(http_a, tcp_a, &shards)?;
+            let b = Self::start_on(http_b, tcp_b, &shards)?;
+            Ok([a, b])
+        })
+    }
+
+    fn start_on(http: u16, tcp: u16, shards: &str) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("sluice-ch-")
             .tempdir()
             .map_err(|e| e.to_string())?;
         let path = dir.path().to_string_lossy().into_owned();
-        let (url, [http, tcp]) = on_free_ports(|ports @ [http, tcp]| {
-            run(
-                "clickhouse.sh",
-                &["start", &path, &http.to_string(), &tcp.to_string()],
-            )
-            .map(|url| (url, ports))
-        })?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], http));
+        let url = run(
+            "clickhouse.sh",
+            &["start", &path, &http.to_string(), &tcp.to_string(), shards],
+        )?;
         Ok(Self {
             url,
-            addr,
+            addr: SocketAddr::from(([127, 0, 0, 1], http)),
             tcp_port: tcp,
+            shards: shards.to_owned(),
             dir,
         })
     }
@@ -198,6 +212,7 @@ impl ClickHouse {
                 &self.dir.path().to_string_lossy(),
                 &self.addr.port().to_string(),
                 &self.tcp_port.to_string(),
+                &self.shards,
             ],
         )
         .map(|_| ())

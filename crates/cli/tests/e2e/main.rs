@@ -10,6 +10,7 @@ mod common;
 mod access;
 mod bad_input;
 mod clickhouse_clients;
+mod clickhouse_cluster;
 mod clickhouse_compat;
 mod clickhouse_formats;
 mod clickhouse_native;

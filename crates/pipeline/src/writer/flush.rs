@@ -53,7 +53,9 @@ impl Writer {
             return None;
         }
         let mut batch = self.queue.pop_front()?;
-        self.merge_queued(&mut batch);
+        if !batch.as_is {
+            self.merge_queued(&mut batch);
+        }
         let id = self.flush_id(&batch);
         let chunks = batch.sealed.chunks.clone();
         let (flush_name, landed) = (id.to_string(), keyed_inserts(&batch));
@@ -143,7 +145,7 @@ impl Writer {
                 i += 1;
                 continue;
             }
-            if !fits {
+            if !fits || self.queue[i].as_is {
                 // Later batches of this partition must not overtake this one.
                 break;
             }
@@ -247,8 +249,10 @@ impl Writer {
         }
     }
 
-    /// A flush failed and may land later: it goes back to the head of the queue.
-    fn retry(&mut self, batch: Queued, error: &SinkError) {
+    /// A flush failed and may land later: it goes back to the head of the queue, to be folded
+    /// together with the batches behind it unless the store landed part of it.
+    fn retry(&mut self, mut batch: Queued, error: &SinkError) {
+        batch.as_is |= error.partly_landed;
         self.instruments.errors_retriable.increment(1);
         self.attempt += 1;
         let delay = self.backoff.delay(self.attempt, rand::random::<f64>());

@@ -100,6 +100,9 @@ pub(super) struct Queued {
     pub(super) key: PartitionKey,
     pub(super) sealed: Sealed<Token>,
     pub(super) held: Reservation,
+    /// The store landed part of this batch and wants it again as it is, with nothing folded in
+    /// ([`sluice_core::SinkError::partly_landed`]).
+    pub(super) as_is: bool,
 }
 
 /// The state of one table's writer task.
@@ -371,6 +374,7 @@ impl Writer {
                 key: key.clone(),
                 sealed,
                 held,
+                as_is: false,
             });
         }
     }

@@ -131,10 +131,13 @@ pub(crate) struct Client {
     gzip: bool,
     /// How long one request may take.
     timeout: Duration,
+    /// The settings sent with every insert, as URL parameters.
+    settings: Vec<(String, String)>,
 }
 
 impl Client {
-    pub(crate) fn new(config: &ClickHouseConfig) -> Result<Self, String> {
+    /// A client of the server at `url` with `config`'s credentials and settings.
+    pub(crate) fn new(config: &ClickHouseConfig, url: &str) -> Result<Self, String> {
         let http = reqwest::Client::builder()
             .timeout(config.timeout())
             .pool_idle_timeout(std::time::Duration::from_secs(5))
@@ -142,11 +145,16 @@ impl Client {
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Self {
             http,
-            url: config.url.trim_end_matches('/').to_owned() + "/",
+            url: url.trim_end_matches('/').to_owned() + "/",
             user: config.user.clone(),
             password: config.password.clone(),
             gzip: config.gzip,
             timeout: config.timeout(),
+            settings: config
+                .settings
+                .iter()
+                .map(|(name, value)| (name.clone(), value.to_string()))
+                .collect(),
         })
     }
 
@@ -188,13 +196,21 @@ impl Client {
         rows: Vec<u8>,
         gzipped: bool,
     ) -> Result<(), ChError> {
-        let request = self.request().query(&[("query", sql)]);
+        let request = self
+            .request()
+            .query(&[("query", sql)])
+            .query(&self.settings);
         let request = if gzipped {
             request.header("Content-Encoding", "gzip")
         } else {
             request
         };
         self.send(request.body(rows)).await.map(|_| ())
+    }
+
+    /// The server's URL, for messages.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
 
     /// Whether large request bodies should be gzipped.

@@ -54,10 +54,13 @@
 mod client;
 mod config;
 mod pacing;
+mod sharding;
 mod sink;
 mod types;
 
-pub use config::{ClickHouseConfig, DEFAULT_MAX_PAUSE, DEFAULT_TIMEOUT, PACING_START};
+pub use config::{
+    ClickHouseConfig, DEFAULT_MAX_PAUSE, DEFAULT_TIMEOUT, PACING_START, SettingValue,
+};
 pub use sink::{ClickHouseSink, LEDGER_COMPACT_ROWS};
 
 const SINK: &str = "clickhouse";

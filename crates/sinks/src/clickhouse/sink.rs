@@ -1,9 +1,13 @@
-//! The ClickHouse sink: a flush is one `INSERT ... FORMAT JSONEachRow`, then the ledger and the
-//! part count are brought up to date.
+//! The ClickHouse sink: a flush is one `INSERT ... FORMAT JSONEachRow` per shard it reaches,
+//! then the ledger and the part counts are brought up to date.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow::array::RecordBatch;
+use futures_util::future::join_all;
 
 use sluice_core::sink::BoxFuture;
 use sluice_core::{
@@ -14,6 +18,7 @@ use super::SINK;
 use super::client::{ChError, Client, TOO_MANY_PARTS, UNKNOWN_TABLE, gzip};
 use super::config::ClickHouseConfig;
 use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
+use super::sharding;
 use super::types::{column_ddl, literal, ndjson, prepare, quote};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
@@ -27,22 +32,40 @@ pub const LEDGER_COMPACT_ROWS: u64 = 100_000;
 struct TableState {
     /// `parts_to_delay_insert` in effect for the table.
     delay_at: u64,
-    /// When the fullest partition's active parts were last read, and how many there were.
-    parts: Option<(Instant, u64)>,
-    /// Flushes landed since that read: each added a part (merges only ever lower the count), so
-    /// between reads the count is estimated as read + flushes.
-    since_read: u64,
+    /// The part counts of the table on each shard.
+    shards: Vec<ShardParts>,
     /// The table went missing; create it again before the next insert.
     missing: bool,
 }
 
+/// The active parts of a table's fullest partition on one shard.
+#[derive(Debug, Clone, Default)]
+struct ShardParts {
+    /// When they were last read, and how many there were.
+    read: Option<(Instant, u64)>,
+    /// Inserts landed since that read: each added a part (merges only ever lower the count), so
+    /// between reads the count is estimated as read + inserts.
+    since_read: u64,
+}
+
+/// A flush's rows for one shard: the shard's index and its batches.
+type Routed = Vec<(usize, Vec<RecordBatch>)>;
+
 /// `(table, ledger key) -> last_seq` landed and not in the ledger yet (its write failed).
 type LedgerBacklog = HashMap<(String, String), u64>;
 
-/// Lands flushes in one ClickHouse database over HTTP.
+/// Lands flushes in one ClickHouse database over HTTP, on one server or straight into the
+/// shards of a cluster.
 #[derive(Clone)]
 pub struct ClickHouseSink {
+    /// The server at `url`: the ledger's.
     client: Client,
+    /// The servers rows land on: `url` alone, or the shards.
+    shards: Arc<[Client]>,
+    /// The shard the next whole flush lands on, when there is no shard key.
+    next_shard: Arc<AtomicUsize>,
+    /// The shards each partly landed flush reached, until its retry lands the rest.
+    partly_landed: Arc<Mutex<HashMap<FlushId, Vec<usize>>>>,
     config: Arc<ClickHouseConfig>,
     /// Set once the server has answered: the database and the ledger exist, and this is the
     /// server's own `parts_to_delay_insert`.
@@ -75,9 +98,19 @@ impl ClickHouseSink {
     /// when sluice starts is an error of that table's opening, which sluice retries. Fails only
     /// for settings no server could take (a bad URL).
     pub fn new(config: ClickHouseConfig) -> Result<Self, SinkError> {
-        let client = Client::new(&config).map_err(|e| SinkError::permanent(SINK, e))?;
+        let bad = |e| SinkError::permanent(SINK, e);
+        let client = Client::new(&config, &config.url).map_err(bad)?;
+        let shards = config
+            .shard_urls()
+            .into_iter()
+            .map(|url| Client::new(&config, url))
+            .collect::<Result<Arc<[Client]>, String>>()
+            .map_err(bad)?;
         Ok(Self {
             client,
+            shards,
+            next_shard: Arc::default(),
+            partly_landed: Arc::default(),
             config: Arc::new(config),
             server_delay_at: Arc::default(),
             tables: Arc::default(),
@@ -96,11 +129,15 @@ impl ClickHouseSink {
     /// `parts_to_delay_insert`.
     async fn server(&self) -> Result<u64, SinkError> {
         let delay_at = self.server_delay_at.get_or_try_init(|| async {
-            let db = quote(&self.config.database);
-            self.client
-                .query(&format!("CREATE DATABASE IF NOT EXISTS {db}"))
-                .await
-                .map_err(|e| e.into_sink_error("cannot create the database"))?;
+            let sql = format!(
+                "CREATE DATABASE IF NOT EXISTS {}",
+                quote(&self.config.database)
+            );
+            for server in std::iter::once(&self.client).chain(self.shards.iter()) {
+                server.query(&sql).await.map_err(|e| {
+                    e.into_sink_error(&format!("cannot create the database on {}", server.url()))
+                })?;
+            }
             open_ledger(&self.client, &self.config.database).await?;
             let delay_at = self
                 .client
@@ -177,18 +214,26 @@ impl ClickHouseSink {
         ))
     }
 
-    /// Creates the table, or fits the one that exists to the layout ([`fit`]): a column the
-    /// config added is added (the rows the table holds get its default: null, or the type's
-    /// zero for a column that may not be null, as ClickHouse does for any column an insert
-    /// leaves out).
+    /// Creates the table on every shard, or fits the one that exists to the layout ([`fit`]):
+    /// a column the config added is added (the rows the table holds get its default: null, or
+    /// the type's zero for a column that may not be null, as ClickHouse does for any column an
+    /// insert leaves out).
     async fn create_table(&self, table: &TableDef) -> Result<(), SinkError> {
+        if let Some(key) = &self.config.shard_key {
+            sharding::check_key(table, key).map_err(|e| SinkError::permanent(SINK, e))?;
+        }
         let sql = self.create_sql(table)?;
         let server_delay_at = self.server().await?;
-        self.client
-            .query(&sql)
-            .await
-            .map_err(|e| e.into_sink_error(&format!("cannot create table {}", table.name())))?;
-        self.fit(table).await?;
+        for shard in self.shards.iter() {
+            shard.query(&sql).await.map_err(|e| {
+                e.into_sink_error(&format!(
+                    "cannot create table {} on {}",
+                    table.name(),
+                    shard.url()
+                ))
+            })?;
+            self.fit(shard, table).await?;
+        }
         // The table may have existed with settings of its own.
         let query = format!(
             "SELECT create_table_query FROM system.tables WHERE database = {} AND name = {} \
@@ -196,8 +241,7 @@ impl ClickHouseSink {
             literal(&self.config.database),
             literal(table.name().as_str())
         );
-        let delay_at = self
-            .client
+        let delay_at = self.shards[0]
             .query(&query)
             .await
             .ok()
@@ -210,23 +254,22 @@ impl ClickHouseSink {
             table.name().to_string(),
             TableState {
                 delay_at,
-                parts: None,
-                since_read: 0,
+                shards: vec![ShardParts::default(); self.shards.len()],
                 missing: false,
             },
         );
         Ok(())
     }
 
-    /// Adds the columns the table lacks, one `ALTER TABLE` each (a column another process
-    /// added meanwhile is found there when the columns are read again).
-    async fn fit(&self, table: &TableDef) -> Result<(), SinkError> {
+    /// Adds the columns the table on `server` lacks, one `ALTER TABLE` each (a column another
+    /// process added meanwhile is found there when the columns are read again).
+    async fn fit(&self, server: &Client, table: &TableDef) -> Result<(), SinkError> {
         let name = table.name().as_str();
         let can = Abilities {
             any_case: false,
             adds_required: true,
         };
-        let existing = self.store_columns(name).await?;
+        let existing = self.store_columns(server, name).await?;
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
             let sql = format!(
@@ -234,16 +277,17 @@ impl ClickHouseSink {
                 self.table_path(name),
                 column_ddl(field).map_err(|e| SinkError::permanent(SINK, e))?
             );
-            if let Err(error) = self.client.query(&sql).await {
+            if let Err(error) = server.query(&sql).await {
                 let added = self
-                    .store_columns(name)
+                    .store_columns(server, name)
                     .await?
                     .iter()
                     .any(|c| c.name == *field.name());
                 if !added {
                     return Err(error.into_sink_error(&format!(
-                        "cannot add column {} to {name}",
-                        field.name()
+                        "cannot add column {} to {name} on {}",
+                        field.name(),
+                        server.url()
                     )));
                 }
             }
@@ -256,18 +300,22 @@ impl ClickHouseSink {
         Ok(())
     }
 
-    /// The table's columns as `system.columns` lists them. ClickHouse fills a column an insert
-    /// leaves out with its default, so none is required; one that is not `Nullable` holds no
-    /// null (the JSON sluice sends leaves nulls out, so such a column gets its default).
-    async fn store_columns(&self, table: &str) -> Result<Vec<StoreColumn>, SinkError> {
+    /// The table's columns on `server` as `system.columns` lists them. ClickHouse fills a
+    /// column an insert leaves out with its default, so none is required; one that is not
+    /// `Nullable` holds no null (the JSON sluice sends leaves nulls out, so such a column gets
+    /// its default).
+    async fn store_columns(
+        &self,
+        server: &Client,
+        table: &str,
+    ) -> Result<Vec<StoreColumn>, SinkError> {
         let query = format!(
             "SELECT name, type FROM system.columns WHERE database = {} AND table = {} \
              FORMAT JSONEachRow",
             literal(&self.config.database),
             literal(table)
         );
-        let text = self
-            .client
+        let text = server
             .query(&query)
             .await
             .map_err(|e| e.into_sink_error(&format!("cannot read the columns of {table}")))?;
@@ -294,39 +342,97 @@ impl ClickHouseSink {
         if missing {
             self.create_table(flush.table).await?;
         }
-        let batches = flush.batches;
-        let compress = self.client.gzip();
-        let body = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, SinkError> {
-            let mut json = Vec::new();
-            for batch in &batches {
-                let prepared = prepare(batch).map_err(|e| SinkError::permanent(SINK, e))?;
-                ndjson(&prepared, &mut json).map_err(|e| SinkError::permanent(SINK, e))?;
-            }
-            if compress {
-                gzip(&json).map_err(|e| SinkError::retriable(SINK, format!("cannot gzip: {e}")))
-            } else {
-                Ok(json)
-            }
-        })
-        .await
-        .map_err(|e| SinkError::retriable(SINK, format!("encoding task failed: {e}")))??;
-        let bytes = body.len() as u64;
+        let done = lock(&self.partly_landed)
+            .get(&flush.id)
+            .cloned()
+            .unwrap_or_default();
+        let mut routed = self.route(flush.batches)?;
+        routed.retain(|(shard, _)| !done.contains(shard));
+        let bodies = encode(routed, self.client.gzip()).await?;
         let sql = format!("INSERT INTO {} FORMAT JSONEachRow", self.table_path(name));
-        if let Err(error) = self.client.insert(&sql, body, compress).await {
-            self.note_failure(name, &error);
-            return Err(error.into_sink_error(&format!("cannot insert into {name}")));
+        let inserts = bodies.into_iter().map(|(shard, body)| {
+            let sql = &sql;
+            async move {
+                let bytes = body.len() as u64;
+                let result = self.shards[shard]
+                    .insert(sql, body, self.client.gzip())
+                    .await;
+                (shard, bytes, result)
+            }
+        });
+        let (mut landed, mut bytes, mut failure) = (Vec::new(), 0, None);
+        for (shard, size, result) in join_all(inserts).await {
+            match result {
+                Ok(()) => {
+                    landed.push(shard);
+                    bytes += size;
+                }
+                Err(error) => {
+                    self.note_failure(name, shard, &error);
+                    failure.get_or_insert((shard, error));
+                }
+            }
         }
+        if let Some((shard, error)) = failure {
+            return Err(self.partly_failed(&flush.id, done, &landed, shard, error));
+        }
+        lock(&self.partly_landed).remove(&flush.id);
         self.note_landed(&flush.id).await;
-        let pause = self.pace(name).await;
+        let pause = self.pace(name, &landed).await;
         Ok(Landed {
-            parts: 1,
+            parts: landed.len() as u64,
             bytes,
             pause,
             ..Landed::default()
         })
     }
 
-    fn note_failure(&self, table: &str, error: &ChError) {
+    /// The shards a flush's rows go to: split by the shard key, or all to the next shard in
+    /// turn (a retry moves on too, so a shard that is down is passed over).
+    fn route(&self, batches: Vec<RecordBatch>) -> Result<Routed, SinkError> {
+        let count = self.shards.len();
+        match &self.config.shard_key {
+            Some(key) if count > 1 => Ok(sharding::split_by_key(&batches, key, count)
+                .map_err(|e| SinkError::permanent(SINK, e))?
+                .into_iter()
+                .enumerate()
+                .filter(|(_, batches)| !batches.is_empty())
+                .collect()),
+            _ => Ok(vec![(
+                self.next_shard.fetch_add(1, Ordering::Relaxed) % count,
+                batches,
+            )]),
+        }
+    }
+
+    /// The error of a flush that failed on `shard`. When other shards took their rows, the
+    /// sink remembers them and asks for the same flush again, so its retry lands only the rest.
+    fn partly_failed(
+        &self,
+        id: &FlushId,
+        mut done: Vec<usize>,
+        landed: &[usize],
+        shard: usize,
+        error: ChError,
+    ) -> SinkError {
+        let context = format!(
+            "cannot insert into {} on {}",
+            id.table,
+            self.shards[shard].url()
+        );
+        let error = error.into_sink_error(&context);
+        done.extend_from_slice(landed);
+        let mut partly = lock(&self.partly_landed);
+        if done.is_empty() || !error.is_retriable() {
+            // A flush refused for good goes to the dead letters whole; nothing will retry it.
+            partly.remove(id);
+            return error;
+        }
+        partly.insert(id.clone(), done);
+        error.with_part_landed()
+    }
+
+    fn note_failure(&self, table: &str, shard: usize, error: &ChError) {
         let mut tables = lock(&self.tables);
         let Some(state) = tables.get_mut(table) else {
             return;
@@ -334,7 +440,11 @@ impl ClickHouseSink {
         match error.code {
             Some(UNKNOWN_TABLE) => state.missing = true,
             // Read the part count afresh after the retry lands.
-            Some(TOO_MANY_PARTS) => state.parts = None,
+            Some(TOO_MANY_PARTS) => {
+                if let Some(parts) = state.shards.get_mut(shard) {
+                    parts.read = None;
+                }
+            }
             _ => {}
         }
     }
@@ -376,26 +486,39 @@ impl ClickHouseSink {
         }
     }
 
-    /// The pause the table's fullest partition calls for after a flush landed: its active parts
-    /// read from `system.parts` at most once per [`CHECK_EVERY`], plus the flushes since. A failed
-    /// read pauses nothing.
-    async fn pace(&self, table: &str) -> Duration {
-        let max_pause = self.config.max_pause();
-        if max_pause.is_zero() {
+    /// The pause the table calls for after a flush landed on `shards`: the longest that the
+    /// fullest partition on any of them calls for. A failed read pauses nothing.
+    async fn pace(&self, table: &str, shards: &[usize]) -> Duration {
+        if self.config.max_pause().is_zero() {
             return Duration::ZERO;
         }
+        let mut pause = Duration::ZERO;
+        for &shard in shards {
+            pause = pause.max(self.pace_shard(table, shard).await);
+        }
+        pause
+    }
+
+    /// The pause the table's fullest partition on `shard` calls for: its active parts read
+    /// from `system.parts` at most once per [`CHECK_EVERY`], plus the inserts since.
+    async fn pace_shard(&self, table: &str, shard: usize) -> Duration {
+        let max_pause = self.config.max_pause();
         let delay_at = {
             let mut tables = lock(&self.tables);
             let Some(state) = tables.get_mut(table) else {
                 return Duration::ZERO;
             };
-            if let Some((at, active)) = state.parts
+            let delay_at = state.delay_at;
+            let Some(parts) = state.shards.get_mut(shard) else {
+                return Duration::ZERO;
+            };
+            if let Some((at, active)) = parts.read
                 && at.elapsed() < CHECK_EVERY
             {
-                state.since_read += 1;
-                return pacing::pause(active + state.since_read, state.delay_at, max_pause);
+                parts.since_read += 1;
+                return pacing::pause(active + parts.since_read, delay_at, max_pause);
             }
-            state.delay_at
+            delay_at
         };
         let query = format!(
             "SELECT max(c) FROM (SELECT count() AS c FROM system.parts WHERE database = {} \
@@ -403,21 +526,25 @@ impl ClickHouseSink {
             literal(&self.config.database),
             literal(table)
         );
-        let active: u64 = match self.client.query(&query).await {
+        let active: u64 = match self.shards[shard].query(&query).await {
             Ok(text) => text.trim().parse().unwrap_or(0),
             Err(e) => {
                 tracing::debug!(error = %e.message, "cannot read system.parts");
                 return Duration::ZERO;
             }
         };
-        if let Some(state) = lock(&self.tables).get_mut(table) {
-            state.parts = Some((Instant::now(), active));
-            state.since_read = 0;
+        if let Some(parts) = lock(&self.tables)
+            .get_mut(table)
+            .and_then(|state| state.shards.get_mut(shard))
+        {
+            parts.read = Some((Instant::now(), active));
+            parts.since_read = 0;
         }
         let pause = pacing::pause(active, delay_at, max_pause);
         if !pause.is_zero() {
             tracing::debug!(
                 table,
+                shard = self.shards[shard].url(),
                 active,
                 delay_at,
                 pause_ms = pause.as_millis() as u64,
@@ -479,6 +606,31 @@ impl Sink for ClickHouseSink {
     ) -> BoxFuture<'a, Result<Vec<(PartitionKey, u64)>, SinkError>> {
         Box::pin(ClickHouseSink::committed(self, table))
     }
+}
+
+/// Each shard's rows as the body of its insert: `JSONEachRow`, gzipped when `compress`.
+async fn encode(routed: Routed, compress: bool) -> Result<Vec<(usize, Vec<u8>)>, SinkError> {
+    tokio::task::spawn_blocking(move || {
+        routed
+            .into_iter()
+            .map(|(shard, batches)| {
+                let mut json = Vec::new();
+                for batch in &batches {
+                    let prepared = prepare(batch).map_err(|e| SinkError::permanent(SINK, e))?;
+                    ndjson(&prepared, &mut json).map_err(|e| SinkError::permanent(SINK, e))?;
+                }
+                let body = if compress {
+                    gzip(&json)
+                        .map_err(|e| SinkError::retriable(SINK, format!("cannot gzip: {e}")))?
+                } else {
+                    json
+                };
+                Ok((shard, body))
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| SinkError::retriable(SINK, format!("encoding task failed: {e}")))?
 }
 
 /// Creates the ledger if missing, and compacts it to one row per table and partition once it
