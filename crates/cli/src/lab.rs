@@ -22,6 +22,7 @@ use sluice_lab::layouts::{self, LayoutsConfig, LayoutsReport};
 use sluice_lab::overload::{self, OverloadConfig};
 use sluice_lab::plot;
 use sluice_lab::resend::{self, ResendConfig, Store};
+use sluice_lab::shards::{self, ShardsConfig};
 use sluice_lab::writers::{self, WritersConfig};
 
 /// `sluice lab` subcommands.
@@ -54,6 +55,9 @@ pub enum LabCommand {
     /// Seed 000 on a real ClickHouse: single-row inserts straight in vs through sluice: rows/s,
     /// parts, rows rewritten by merges.
     Clickhouse(ClickHouseArgs),
+    /// A ClickHouse cluster of two shards: the parts on each shard when sluice inserts through
+    /// a Distributed table, asynchronous or not, or straight into the shards by key or in turn.
+    Shards(ShardsArgs),
     /// The store goes down under a load ten times the buffer: peak memory, refusals, drain, and
     /// an audit of every acknowledged row.
     Overload(OverloadArgs),
@@ -423,6 +427,31 @@ pub struct WritersArgs {
     json: Option<PathBuf>,
 }
 
+/// `sluice lab shards` flags.
+#[derive(Debug, Args)]
+pub struct ShardsArgs {
+    /// Producers.
+    #[arg(long, default_value_t = 16)]
+    producers: usize,
+    /// Rows per insert.
+    #[arg(long, default_value_t = 10)]
+    rows_per_insert: usize,
+    /// Rows per second over all producers.
+    #[arg(long, default_value_t = 20_000.0)]
+    rate: f64,
+    /// How long each way runs.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    duration: Duration,
+    /// sluice's `max_age`.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1s")]
+    max_age: Duration,
+    #[command(flatten)]
+    scratch: Scratch,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 /// `sluice lab overload` flags.
 #[derive(Debug, Args)]
 pub struct OverloadArgs {
@@ -546,6 +575,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Http(args) => run_http(args, binary).await,
         LabCommand::Age(args) => run_age(args, binary).await,
         LabCommand::Writers(args) => run_writers(args, binary).await,
+        LabCommand::Shards(args) => run_shards(args, binary).await,
         LabCommand::Formats(args) => run_formats(args, binary).await,
     }
 }
@@ -1089,6 +1119,46 @@ async fn run_writers(args: WritersArgs, binary: PathBuf) -> Result<ExitCode> {
             r.commit_retries_per_min,
             r.flush_p50_ms,
             r.flush_p99_ms,
+            r.errors
+        );
+    })
+    .await
+    .map_err(anyhow::Error::msg)?;
+    write_json(args.json.as_ref(), &report)?;
+    Ok(exit_code(report.measured_cleanly()))
+}
+
+/// `sluice lab shards`: four ways into a ClickHouse cluster of two shards. Fails when a way
+/// had errors or did not land each acknowledged row once.
+async fn run_shards(args: ShardsArgs, binary: PathBuf) -> Result<ExitCode> {
+    let (dir, _temp) = args.scratch.open()?;
+    let config = ShardsConfig {
+        binary,
+        dir,
+        producers: args.producers,
+        rows_per_insert: args.rows_per_insert,
+        rate: args.rate,
+        duration: args.duration,
+        max_age: args.max_age,
+    };
+    println!(
+        "{} producers of {}-row durable inserts at {:.0} rows/s, {:?} per way, max_age {:?}",
+        config.producers, config.rows_per_insert, config.rate, config.duration, config.max_age
+    );
+    println!(
+        "  {:<17} {:>9} {:>9} {:>9} {:>13} {:>21} {:>6}",
+        "way", "rows/s", "parts A", "parts B", "rows/part", "rows A / B", "errors"
+    );
+    let report = shards::run(config, |r| {
+        println!(
+            "  {:<17} {:>9.0} {:>9} {:>9} {:>13.0} {:>10} / {:<10} {:>6}",
+            r.way.name(),
+            r.rows_per_s,
+            r.parts[0],
+            r.parts[1],
+            r.rows_per_part,
+            r.rows[0],
+            r.rows[1],
             r.errors
         );
     })

@@ -15,6 +15,8 @@
 //! - [`http`]: `GET /ping` against 1-row async and durable inserts: what a row costs beyond the
 //!   HTTP exchange.
 //! - [`clickhouse`]: single-row inserts into a real ClickHouse, straight in and through sluice.
+//! - [`shards`]: a ClickHouse cluster of two shards: parts per shard through a `Distributed`
+//!   table and straight into the shards.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
 //! - [`formats`]: the same rows through the ClickHouse door in each input format: rows/s.
 //! - [`writers`]: several sluice processes landing in one Delta table: lost commit races and
@@ -43,5 +45,6 @@ pub mod plot;
 pub mod process;
 pub mod resend;
 pub mod services;
+pub mod shards;
 pub mod verify;
 pub mod writers;

@@ -665,3 +665,44 @@ fn writers_lands_one_table_from_one_then_two_sluice_processes() {
     // One writer has no one to race.
     assert_eq!(results[0]["commit_retries_per_min"], 0.0, "{report}");
 }
+
+#[test]
+fn shards_lands_every_way_and_in_turn_makes_a_part_per_flush_on_one_shard() {
+    let (ok, report) = crate::common::run_json(&[
+        "lab",
+        "shards",
+        "--producers",
+        "4",
+        "--rate",
+        "2000",
+        "--duration",
+        "3s",
+        "--max-age",
+        "500ms",
+    ]);
+    assert!(ok, "{report}");
+    let results = report["results"].as_array().expect("results");
+    let ways: Vec<&str> = results.iter().filter_map(|r| r["way"].as_str()).collect();
+    assert_eq!(
+        ways,
+        ["distributed", "distributed-sync", "by-key", "in-turn"],
+        "{report}"
+    );
+    let parts = |result: &serde_json::Value| -> u64 {
+        result["parts"]
+            .as_array()
+            .map_or(0, |p| p.iter().filter_map(|n| n.as_u64()).sum())
+    };
+    for result in results {
+        assert_eq!(result["errors"], 0, "{report}");
+        let rows: u64 = result["rows"]
+            .as_array()
+            .map_or(0, |r| r.iter().filter_map(|n| n.as_u64()).sum());
+        assert_eq!(Some(rows), result["rows_acked"].as_u64(), "{result}");
+        // Both shards get rows every way.
+        let on_each = result["rows"].as_array().expect("rows per shard");
+        assert!(on_each.iter().all(|n| n.as_u64() > Some(0)), "{result}");
+    }
+    // By key, every flush reaches both shards; in turn, one: fewer parts for the same rows.
+    assert!(parts(&results[3]) < parts(&results[2]), "{report}");
+}

@@ -39,6 +39,14 @@
 //! (`Landed::pause`, see `pacing.rs`). Rows gather meanwhile, so parts get larger and fewer. A
 //! `Code: 252` (too many parts) answer is retried with backoff, never dropped.
 //!
+//! # A cluster
+//!
+//! With `shards`, rows land straight in each shard's table of sluice's name (see `sharding.rs`):
+//! each flush whole on the next shard, or row by row by `sipHash64(shard_key)`. A flush that
+//! lands on some shards and fails on another is reported `partly_landed`: the sink remembers
+//! the shards done, and the writer retries the same batch, so the retry sends only the rest.
+//! The ledger stays on `url`.
+//!
 //! # Errors
 //!
 //! Retried: no answer (refused, reset, timeout), server errors without a code, and the codes in
@@ -49,7 +57,8 @@
 //! # Layout
 //!
 //! - `config.rs`: settings. `types.rs`: the type mapping and batch preparation. `client.rs`: HTTP,
-//!   gzip, error codes. `pacing.rs`: the pause rule. `sink.rs`: the `Sink`, ledger and pacing state.
+//!   gzip, error codes. `pacing.rs`: the pause rule. `sharding.rs`: which shard rows go to.
+//!   `sink.rs`: the `Sink`, ledger and pacing state.
 
 mod client;
 mod config;
