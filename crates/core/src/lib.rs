@@ -43,6 +43,7 @@ pub mod schema;
 pub mod sink;
 pub mod table;
 pub mod throttle;
+pub mod values;
 
 pub use batcher::{Batcher, Sealed};
 pub use error::{ConfigError, DecodeError, NameError};

@@ -1,9 +1,15 @@
 //! Column types, table schemas, and schema inference from a first insert.
 //!
-//! sluice keeps a small set of scalar column types with names users write in the config file.
-//! ClickHouse's spellings (`Int64`, `String`, `DateTime`, `Nullable(T)`) are accepted as aliases so
-//! a ClickHouse table definition can be carried over as it is.
+//! sluice keeps a small set of column types with names users write in the config file.
+//! ClickHouse's spellings (`Int64`, `String`, `DateTime`, `Decimal(P, S)`, `UUID`, `JSON`,
+//! `Nullable(T)`, `LowCardinality(T)`) are accepted as aliases so a ClickHouse table definition
+//! can be carried over as it is.
+//!
+//! `uuid` and `json` are text in Arrow, told apart from `string` by the field's metadata
+//! ([`TYPE_METADATA_KEY`]), which travels with every batch to the stores: a store that has a type
+//! of its own for them (PostgreSQL's `uuid` and `jsonb`, ClickHouse's `UUID`) reads it there.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -22,6 +28,14 @@ pub const MAX_COLUMN_NAME_LEN: usize = 256;
 /// first insert of a few hundred kilobytes naming tens of thousands of columns could otherwise
 /// exhaust the server's memory. Declared tables are the operator's to size.
 pub const MAX_INFERRED_COLUMNS: usize = 2_000;
+
+/// The Arrow field metadata key that names a text column's sluice type when it is not `string`:
+/// `uuid` or `json`.
+pub const TYPE_METADATA_KEY: &str = "sluice.type";
+
+/// The most digits a `decimal` holds: what Arrow's `Decimal128` and ClickHouse's `Decimal128`
+/// hold.
+pub const MAX_DECIMAL_PRECISION: u8 = 38;
 
 /// The time zone stamped on timestamp columns: timestamps are instants, stored in UTC. Written as
 /// an offset, which arrow parses without a time zone database.
@@ -61,11 +75,24 @@ pub enum ColumnType {
     /// `timestamp`: microseconds since the epoch in UTC, from RFC 3339 text
     /// (`"2026-11-29T12:00:00Z"`, `"2026-11-29 12:00:00"`) or an integer count of microseconds.
     Timestamp,
+    /// `decimal(precision, scale)`: an exact number of up to `precision` digits, `scale` of them
+    /// after the point, from a JSON number or a number in quotes. Never a float on the way.
+    Decimal {
+        /// Digits in all, 1 to [`MAX_DECIMAL_PRECISION`].
+        precision: u8,
+        /// Digits after the point, at most `precision`.
+        scale: u8,
+    },
+    /// `uuid`: a UUID, from its text in any of the usual spellings, kept in the hyphenated
+    /// lower-case form.
+    Uuid,
+    /// `json`: any JSON value, kept as its text, for data whose shape varies.
+    Json,
 }
 
 impl ColumnType {
-    /// Every type, in the order the docs list them.
-    pub const ALL: [ColumnType; 14] = [
+    /// Every type, in the order the docs list them (`decimal` as one of its kinds).
+    pub const ALL: [ColumnType; 17] = [
         Self::Bool,
         Self::Int8,
         Self::Int16,
@@ -80,11 +107,17 @@ impl ColumnType {
         Self::String,
         Self::Date,
         Self::Timestamp,
+        Self::Decimal {
+            precision: 18,
+            scale: 2,
+        },
+        Self::Uuid,
+        Self::Json,
     ];
 
     /// The name used in config files and error messages.
-    pub fn name(self) -> &'static str {
-        match self {
+    pub fn name(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Self::Bool => "bool",
             Self::Int8 => "int8",
             Self::Int16 => "int16",
@@ -99,13 +132,18 @@ impl ColumnType {
             Self::String => "string",
             Self::Date => "date",
             Self::Timestamp => "timestamp",
-        }
+            Self::Decimal { precision, scale } => {
+                return Cow::Owned(format!("decimal({precision}, {scale})"));
+            }
+            Self::Uuid => "uuid",
+            Self::Json => "json",
+        })
     }
 
     /// The ClickHouse type of the values sluice stores for this type: what its ClickHouse door
     /// tells clients in `DESCRIBE TABLE`.
-    pub fn clickhouse_name(self) -> &'static str {
-        match self {
+    pub fn clickhouse_name(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Self::Bool => "Bool",
             Self::Int8 => "Int8",
             Self::Int16 => "Int16",
@@ -120,17 +158,28 @@ impl ColumnType {
             Self::String => "String",
             Self::Date => "Date32",
             Self::Timestamp => "DateTime64(6, 'UTC')",
-        }
+            Self::Decimal { precision, scale } => {
+                return Cow::Owned(format!("Decimal({precision}, {scale})"));
+            }
+            Self::Uuid => "UUID",
+            // A client that knows ClickHouse's newer `JSON` type sends it in a binary layout of
+            // its own; as `String` every client sends the text.
+            Self::Json => "String",
+        })
     }
 
     /// Parses a type name; the second value is true when it was written `Nullable(T)`.
     pub fn parse(text: &str) -> Result<(ColumnType, bool), String> {
         let text = text.trim();
-        if let Some(inner) = text
-            .strip_prefix("Nullable(")
-            .and_then(|rest| rest.strip_suffix(')'))
-        {
+        if let Some(inner) = call(text, "Nullable") {
             return Self::parse(inner).map(|(ty, _)| (ty, true));
+        }
+        // Dictionary encoding is the store's business: the values are T's.
+        if let Some(inner) = call(text, "LowCardinality") {
+            return Self::parse(inner);
+        }
+        if let Some(ty) = parse_decimal(text)? {
+            return Ok((ty, false));
         }
         let ty = match text {
             "bool" | "boolean" | "Bool" => Self::Bool,
@@ -147,12 +196,13 @@ impl ColumnType {
             "string" | "String" => Self::String,
             "date" | "Date" => Self::Date,
             "timestamp" | "DateTime" | "DateTime64" => Self::Timestamp,
+            "uuid" | "UUID" => Self::Uuid,
+            "json" | "JSON" | "Object('json')" => Self::Json,
             other => {
-                let known: Vec<&str> = Self::ALL.iter().map(|t| t.name()).collect();
                 return Err(format!(
-                    "unknown column type '{}'; known types: {}",
+                    "unknown column type '{}'; known types: bool, int8 .. int64, uint8 .. \
+                     uint64, float32, float64, string, date, timestamp, decimal(p, s), uuid, json",
                     printable(other),
-                    known.join(", ")
                 ));
             }
         };
@@ -178,20 +228,133 @@ impl ColumnType {
             Self::Timestamp => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(TIMESTAMP_TZ.into()))
             }
+            // Both checked by `parse_decimal` and `decimal`: at most 38 digits, so the scale
+            // fits an i8.
+            Self::Decimal { precision, scale } => DataType::Decimal128(precision, scale as i8),
+            Self::Uuid | Self::Json => DataType::Utf8,
         }
     }
 
-    /// The column type for an Arrow type, when sluice has one.
+    /// The Arrow field a column of this type is decoded into: its type, and for `uuid` and
+    /// `json` the metadata that tells them from `string`.
+    pub fn arrow_field(self, name: &str, nullable: bool) -> Field {
+        let field = Field::new(name, self.arrow_type(), nullable);
+        match self.metadata_name() {
+            Some(ty) => field.with_metadata(HashMap::from([(
+                TYPE_METADATA_KEY.to_owned(),
+                ty.to_owned(),
+            )])),
+            None => field,
+        }
+    }
+
+    /// The value of [`TYPE_METADATA_KEY`] for this type, if it has one.
+    fn metadata_name(self) -> Option<&'static str> {
+        match self {
+            Self::Uuid => Some("uuid"),
+            Self::Json => Some("json"),
+            _ => None,
+        }
+    }
+
+    /// The column type for an Arrow type, when sluice has one; text is `string`.
     pub fn from_arrow(data_type: &DataType) -> Option<ColumnType> {
-        Self::ALL
-            .into_iter()
-            .find(|ty| &ty.arrow_type() == data_type)
+        match data_type {
+            &DataType::Decimal128(precision, scale) => Self::decimal(precision, scale).ok(),
+            _ => Self::ALL
+                .into_iter()
+                .filter(|ty| ty.metadata_name().is_none())
+                .find(|ty| &ty.arrow_type() == data_type),
+        }
+    }
+
+    /// The column type of an Arrow field: [`ColumnType::from_arrow`], with `uuid` and `json`
+    /// read from the field's metadata.
+    pub fn from_field(field: &Field) -> Option<ColumnType> {
+        let named = field.metadata().get(TYPE_METADATA_KEY).map(String::as_str);
+        match (field.data_type(), named) {
+            (DataType::Utf8, Some("uuid")) => Some(Self::Uuid),
+            (DataType::Utf8, Some("json")) => Some(Self::Json),
+            (data_type, _) => Self::from_arrow(data_type),
+        }
+    }
+
+    /// `decimal(precision, scale)`, checked: 1 to 38 digits, a scale from 0 to the precision.
+    pub fn decimal(precision: u8, scale: i8) -> Result<ColumnType, String> {
+        if !(1..=MAX_DECIMAL_PRECISION).contains(&precision) {
+            return Err(format!(
+                "a decimal has 1 to {MAX_DECIMAL_PRECISION} digits, not {precision}"
+            ));
+        }
+        match u8::try_from(scale) {
+            Ok(scale) if scale <= precision => Ok(Self::Decimal { precision, scale }),
+            _ => Err(format!(
+                "a decimal's scale is 0 to its precision ({precision}), not {scale}"
+            )),
+        }
+    }
+}
+
+/// `Name(inner)` -> `inner`.
+fn call<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.strip_prefix(name)?
+        .strip_prefix('(')?
+        .strip_suffix(')')
+        .map(str::trim)
+}
+
+/// `decimal(p, s)`, `decimal(p)`, and ClickHouse's `Decimal(p, s)`, `Decimal32(s)`,
+/// `Decimal64(s)`, `Decimal128(s)`; `None` for any other type.
+fn parse_decimal(text: &str) -> Result<Option<ColumnType>, String> {
+    let number = |digits: &str, what: &str| -> Result<u8, String> {
+        digits
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{}': the {what} is not a number", printable(text)))
+    };
+    let with_precision = |precision: u8| {
+        move |args: &str| -> Result<(u8, i8), String> {
+            Ok((precision, number(args, "scale")? as i8))
+        }
+    };
+    let forms: [(&str, &dyn Fn(&str) -> Result<(u8, i8), String>); 5] = [
+        ("decimal", &|args| decimal_args(args, &number)),
+        ("Decimal", &|args| decimal_args(args, &number)),
+        ("Decimal32", &with_precision(9)),
+        ("Decimal64", &with_precision(18)),
+        ("Decimal128", &with_precision(38)),
+    ];
+    for (name, args_of) in forms {
+        if let Some(args) = call(text, name) {
+            let (precision, scale) = args_of(args)?;
+            return ColumnType::decimal(precision, scale)
+                .map(Some)
+                .map_err(|e| format!("'{}': {e}", printable(text)));
+        }
+    }
+    if text == "decimal" || text == "Decimal" {
+        return Err("write a decimal as decimal(precision, scale): decimal(18, 2)".to_owned());
+    }
+    Ok(None)
+}
+
+/// `p, s` or `p`: the precision and the scale (0 when left out).
+fn decimal_args(
+    args: &str,
+    number: &dyn Fn(&str, &str) -> Result<u8, String>,
+) -> Result<(u8, i8), String> {
+    match args.split_once(',') {
+        Some((precision, scale)) => Ok((
+            number(precision, "precision")?,
+            number(scale, "scale")? as i8,
+        )),
+        None => Ok((number(args, "precision")?, 0)),
     }
 }
 
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name())
     }
 }
 
@@ -208,7 +371,7 @@ impl TryFrom<String> for ColumnType {
 
 impl From<ColumnType> for String {
     fn from(ty: ColumnType) -> Self {
-        ty.name().to_owned()
+        ty.name().into_owned()
     }
 }
 
@@ -275,7 +438,7 @@ impl TableSchema {
         }
         let fields: Vec<Field> = columns
             .iter()
-            .map(|c| Field::new(&c.name, c.ty.arrow_type(), c.nullable))
+            .map(|c| c.ty.arrow_field(&c.name, c.nullable))
             .collect();
         Ok(Self {
             columns,
@@ -353,14 +516,51 @@ mod tests {
     #[test]
     fn type_names_round_trip() {
         for ty in ColumnType::ALL {
-            assert_eq!(ColumnType::parse(ty.name()).unwrap(), (ty, false));
-            assert_eq!(ColumnType::from_arrow(&ty.arrow_type()), Some(ty));
+            assert_eq!(ColumnType::parse(&ty.name()).unwrap(), (ty, false));
+            assert_eq!(ColumnType::from_field(&ty.arrow_field("c", true)), Some(ty));
         }
         assert_eq!(
             ColumnType::parse("Nullable(DateTime)").unwrap(),
             (ColumnType::Timestamp, true)
         );
+        assert_eq!(
+            ColumnType::from_arrow(&DataType::Utf8),
+            Some(ColumnType::String)
+        );
         assert!(ColumnType::parse("decimal").is_err());
+    }
+
+    #[test]
+    fn decimals_and_clickhouse_spellings_parse() {
+        let decimal = |precision, scale| ColumnType::Decimal { precision, scale };
+        let cases = [
+            ("decimal(10, 2)", decimal(10, 2), false),
+            ("decimal(7)", decimal(7, 0), false),
+            ("Decimal(38,38)", decimal(38, 38), false),
+            ("Decimal32(4)", decimal(9, 4), false),
+            ("Decimal64(2)", decimal(18, 2), false),
+            ("Nullable(Decimal128(10))", decimal(38, 10), true),
+            ("UUID", ColumnType::Uuid, false),
+            ("Nullable(UUID)", ColumnType::Uuid, true),
+            ("Object('json')", ColumnType::Json, false),
+            ("JSON", ColumnType::Json, false),
+            ("LowCardinality(String)", ColumnType::String, false),
+            ("LowCardinality(Nullable(String))", ColumnType::String, true),
+        ];
+        for (text, ty, nullable) in cases {
+            assert_eq!(ColumnType::parse(text), Ok((ty, nullable)), "{text}");
+        }
+        for bad in [
+            "decimal(0, 0)",
+            "decimal(39, 2)",
+            "decimal(10, 11)",
+            "decimal(ten, 2)",
+            "Decimal32(10)",
+        ] {
+            assert!(ColumnType::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(decimal(12, 3).clickhouse_name(), "Decimal(12, 3)");
+        assert_eq!(decimal(12, 3).arrow_type(), DataType::Decimal128(12, 3));
     }
 
     #[test]

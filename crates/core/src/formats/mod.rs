@@ -36,8 +36,19 @@ use crate::json;
 use crate::options::{DecodeOptions, Header, InputFormat};
 use crate::schema::{Column, TableSchema};
 
-/// Decodes `body`, in the format `options` names, into `schema`'s columns.
+/// Decodes `body`, in the format `options` names, into `schema`'s columns, with `uuid` and
+/// `json` values judged as [`crate::values::conform`] does.
 pub fn decode(
+    schema: &TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+) -> Result<RecordBatch, DecodeError> {
+    let batch = decode_format(schema, body, options)?;
+    let types: Vec<_> = schema.columns().iter().map(|c| c.ty).collect();
+    crate::values::conform(batch, &types)
+}
+
+fn decode_format(
     schema: &TableSchema,
     body: &[u8],
     options: &DecodeOptions,

@@ -92,7 +92,7 @@ impl WireType {
 
     /// What a column of `ty` is sent as: the type `DESCRIBE TABLE` announces for it.
     pub(crate) fn of(ty: ColumnType, nullable: bool) -> Self {
-        let inner = Self::parse(ty.clickhouse_name()).unwrap_or(Self::String);
+        let inner = Self::parse(&ty.clickhouse_name()).unwrap_or(Self::String);
         if nullable {
             Self::Nullable(Box::new(inner))
         } else {

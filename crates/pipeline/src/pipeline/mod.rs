@@ -744,7 +744,7 @@ fn schema_of(table: &str, batch: &RecordBatch) -> Result<TableSchema, InsertErro
         .fields()
         .iter()
         .map(|f| {
-            let ty = ColumnType::from_arrow(f.data_type()).ok_or_else(|| {
+            let ty = ColumnType::from_field(f).ok_or_else(|| {
                 mismatch(format!(
                     "column '{}' has type {}, which sluice has no column type for",
                     f.name(),

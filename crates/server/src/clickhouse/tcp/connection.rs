@@ -541,7 +541,7 @@ fn sample_block(
         if column.nullable {
             packets::string(&mut out, &format!("Nullable({ty})"));
         } else {
-            packets::string(&mut out, ty);
+            packets::string(&mut out, &ty);
         }
     }
     Ok(out)
@@ -551,7 +551,7 @@ fn sample_block(
 /// client may not know, whose text sluice then reads as the column's type. `DateTime64`,
 /// `Date32` and `Bool` all came by ClickHouse 21.12, at revision 54452; a client older by both
 /// its version and its revision (Debian's 18.16) gets `String` for them.
-fn type_for_client(ty: ColumnType, hello: &Hello) -> &'static str {
+fn type_for_client(ty: ColumnType, hello: &Hello) -> std::borrow::Cow<'static, str> {
     const WITH_NEWER_TYPES: (u64, (u64, u64)) = (54452, (21, 12));
     let old = hello.revision < WITH_NEWER_TYPES.0 && hello.version < WITH_NEWER_TYPES.1;
     let newer = matches!(
@@ -559,7 +559,7 @@ fn type_for_client(ty: ColumnType, hello: &Hello) -> &'static str {
         ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool
     );
     if newer && old {
-        "String"
+        "String".into()
     } else {
         ty.clickhouse_name()
     }
