@@ -128,7 +128,11 @@ impl PartitionSpec {
             Self::None => true,
             Self::Column(_) => !matches!(
                 ty,
-                ColumnType::Float32 | ColumnType::Float64 | ColumnType::Timestamp
+                ColumnType::Float32
+                    | ColumnType::Float64
+                    | ColumnType::Timestamp
+                    | ColumnType::Decimal { .. }
+                    | ColumnType::Json
             ),
             Self::Day(_) => matches!(ty, ColumnType::Timestamp | ColumnType::Date),
             Self::Hour(_) => ty == ColumnType::Timestamp,
@@ -138,7 +142,8 @@ impl PartitionSpec {
                 Self::Column(_) if ty == ColumnType::Timestamp => {
                     "; partition a timestamp by day(col) or hour(col)"
                 }
-                Self::Column(_) => "; floats make poor partitions",
+                Self::Column(_) if ty == ColumnType::Json => "; partition by a scalar column",
+                Self::Column(_) => "; numbers with a fraction make poor partitions",
                 _ => "",
             };
             return Err(ConfigError::new(

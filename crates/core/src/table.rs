@@ -56,10 +56,16 @@ impl TableDef {
             .map_err(|reason| ConfigError::new("partition_by", reason))?;
         partition.validate(&schema)?;
         for (i, key) in layout.sort_by.iter().enumerate() {
-            if schema.column(key).is_none() {
+            let Some(column) = schema.column(key) else {
                 return Err(ConfigError::new(
                     format!("sort_by[{i}]"),
                     format!("there is no column '{key}'"),
+                ));
+            };
+            if column.ty == ColumnType::Json {
+                return Err(ConfigError::new(
+                    format!("sort_by[{i}]"),
+                    format!("column '{key}' is json, which has no order; sort by scalar columns"),
                 ));
             }
             if layout.sort_by[..i].contains(key) {
@@ -323,6 +329,27 @@ mod tests {
         let mut twice = layout();
         twice.sort_by.push("id".into());
         assert_eq!(def(twice).unwrap_err().field, "sort_by[2]");
+    }
+
+    #[test]
+    fn json_is_no_key_and_no_partition() {
+        let mut with_json = layout();
+        with_json
+            .columns
+            .push(Column::new("attrs", ColumnType::Json));
+        with_json
+            .columns
+            .push(Column::new("user", ColumnType::Uuid));
+        with_json.sort_by = vec!["user".into(), "attrs".into()];
+        let error = def(with_json.clone()).unwrap_err();
+        assert_eq!(error.field, "sort_by[1]");
+        assert!(error.to_string().contains("no order"), "{error}");
+        with_json.sort_by = vec!["user".into()];
+        with_json.partition_by = "attrs".into();
+        let error = def(with_json.clone()).unwrap_err();
+        assert_eq!(error.field, "partition_by");
+        with_json.partition_by = "user".into();
+        assert!(def(with_json).is_ok(), "a uuid is a key and a partition");
     }
 
     #[test]

@@ -22,6 +22,10 @@ use crate::schema::ColumnType;
 /// The largest exponent a decimal's text may carry: more could never fit 38 digits.
 const MAX_EXPONENT: i64 = 100;
 
+/// How deep a `json` value may nest: serde_json's own limit, which the stores' readers and
+/// PostgreSQL's `jsonb` parser take without trouble.
+pub const MAX_JSON_DEPTH: usize = 128;
+
 /// Checks that `text`, a decimal number (`-12.50`, `1.5e2`), fits `decimal(precision, scale)`
 /// exactly.
 pub fn check_decimal(text: &str, precision: u8, scale: u8) -> Result<(), String> {
@@ -82,11 +86,41 @@ pub fn canonical_uuid(text: &str) -> Result<String, String> {
         .map_err(|e| format!("'{}' is not a UUID: {e}", printable(text)))
 }
 
-/// Checks that `text` is one JSON value.
+/// Checks that `text` is one JSON value, nested at most [`MAX_JSON_DEPTH`] deep.
 pub fn check_json(text: &str) -> Result<(), String> {
     serde_json::from_str::<&serde_json::value::RawValue>(text)
-        .map(|_| ())
-        .map_err(|e| format!("not JSON: {e}"))
+        .map_err(|e| format!("not JSON: {e}"))?;
+    check_json_depth(text)
+}
+
+/// Checks that the JSON `text` nests at most [`MAX_JSON_DEPTH`] arrays and objects deep.
+pub fn check_json_depth(text: &str) -> Result<(), String> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_JSON_DEPTH {
+                    return Err(format!(
+                        "the value nests more than {MAX_JSON_DEPTH} arrays and objects deep"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `batch`, whose columns are `types`, with its `uuid` columns in canonical form and its `json`
@@ -170,6 +204,21 @@ mod tests {
         let widest = "9".repeat(38);
         assert_eq!(check_decimal(&widest, 38, 0), Ok(()));
         assert!(check_decimal(&format!("{widest}9"), 38, 0).is_err());
+    }
+
+    #[test]
+    fn json_is_checked_and_held_to_a_depth() {
+        assert_eq!(check_json("{\"a\": [1, \"]]]\\\"\", null]}"), Ok(()));
+        assert!(check_json("{\"a\": }").is_err());
+        assert!(check_json("1 2").is_err());
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(check_json(&deep(MAX_JSON_DEPTH)), Ok(()));
+        let too_deep = check_json(&deep(MAX_JSON_DEPTH + 1)).unwrap_err();
+        assert!(too_deep.contains("nests more than"), "{too_deep}");
+        assert!(
+            check_json(&deep(100_000)).is_err(),
+            "no stack is spent on depth"
+        );
     }
 
     #[test]

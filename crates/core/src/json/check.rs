@@ -13,21 +13,24 @@
 
 use std::fmt;
 
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::error::Category;
+use serde_json::value::RawValue;
 
 use super::JsonDialect;
 use super::frame::{Row as Framed, describe_start};
 use crate::error::DecodeError;
 use crate::name::printable;
+use crate::schema::ColumnType;
+use crate::values;
 
 /// serde_json's nesting limit, which this pass enforces before arrow-json sees a body: arrow-json
 /// recurses once per level when it describes a bad value, and a few thousand `[` overflow the
 /// stack and abort the process.
 const MAX_DEPTH: usize = 128;
 
-/// What a column's JSON numbers must look like.
+/// What a column's JSON values must look like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Integer,
@@ -35,10 +38,30 @@ enum Kind {
     /// A timestamp on the ClickHouse door, where a number is Unix seconds: noted, so the row is
     /// rewritten before arrow-json, which reads a number as microseconds.
     Seconds,
+    /// A number, or a number in quotes, that fits exactly: arrow-json drops extra fraction
+    /// digits.
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    /// A UUID in a string.
+    Uuid,
+    /// Any value: noted, so the row is rewritten with the value's text as a string, which is
+    /// what arrow-json puts in the column.
+    Json,
     Other,
 }
 
-fn kind(data_type: &DataType, dialect: JsonDialect) -> Kind {
+fn kind(field: &Field, dialect: JsonDialect) -> Kind {
+    let data_type = field.data_type();
+    match ColumnType::from_field(field) {
+        Some(ColumnType::Decimal { precision, scale }) => {
+            return Kind::Decimal { precision, scale };
+        }
+        Some(ColumnType::Uuid) => return Kind::Uuid,
+        Some(ColumnType::Json) => return Kind::Json,
+        _ => {}
+    }
     if data_type.is_integer() {
         Kind::Integer
     } else if data_type.is_floating() {
@@ -50,26 +73,30 @@ fn kind(data_type: &DataType, dialect: JsonDialect) -> Kind {
     }
 }
 
+/// The rows, by index, that must be rewritten before arrow-json reads them.
+#[derive(Debug, Default)]
+pub(crate) struct ToRewrite {
+    /// Rows that give a timestamp as a number of seconds (on the ClickHouse door only).
+    pub(crate) in_seconds: Vec<usize>,
+    /// Rows with a value other than null in a `json` column.
+    pub(crate) with_json: Vec<usize>,
+}
+
 /// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
 /// arrow-json might take it. Under [`JsonDialect::Lenient`], syntax is left to arrow-json, as it
-/// was when the rows were taken. `Ok` holds the rows, by index, that give a timestamp as a
-/// number of seconds (on the ClickHouse door only).
+/// was when the rows were taken. `Ok` says which rows must be rewritten.
 pub(crate) fn check(
     schema: &SchemaRef,
     rows: &[Framed<'_>],
     dialect: JsonDialect,
-) -> Result<Vec<usize>, DecodeError> {
-    let kinds: Vec<Kind> = schema
-        .fields()
-        .iter()
-        .map(|f| kind(f.data_type(), dialect))
-        .collect();
+) -> Result<ToRewrite, DecodeError> {
+    let kinds: Vec<Kind> = schema.fields().iter().map(|f| kind(f, dialect)).collect();
     let mut seen = vec![false; kinds.len()];
-    let mut in_seconds = Vec::new();
+    let mut to_rewrite = ToRewrite::default();
     for (index, framed) in rows.iter().enumerate() {
         seen.iter_mut().for_each(|s| *s = false);
         let mut problem = None;
-        let mut seconds = false;
+        let (mut seconds, mut json) = (false, false);
         let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
@@ -78,10 +105,14 @@ pub(crate) fn check(
             seen: &mut seen,
             problem: &mut problem,
             seconds: &mut seconds,
+            json: &mut json,
         };
         let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
             if seconds {
-                in_seconds.push(index);
+                to_rewrite.in_seconds.push(index);
+            }
+            if json {
+                to_rewrite.with_json.push(index);
             }
             continue;
         };
@@ -99,7 +130,7 @@ pub(crate) fn check(
             return Err(refusal(framed, &error));
         }
     }
-    Ok(in_seconds)
+    Ok(to_rewrite)
 }
 
 /// What serde_json refused in a row, said where it is in the body.
@@ -134,6 +165,8 @@ struct Row<'a> {
     problem: &'a mut Option<(String, String)>,
     /// Set when a timestamp column holds a number of seconds.
     seconds: &'a mut bool,
+    /// Set when a `json` column holds a value other than null.
+    json: &'a mut bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
@@ -169,6 +202,16 @@ impl<'de> Visitor<'de> for Row<'_> {
                 Kind::Other => {
                     map.next_value_seed(Skip)?;
                 }
+                kind @ (Kind::Decimal { .. } | Kind::Uuid | Kind::Json) => {
+                    let raw: &RawValue = map.next_value()?;
+                    match judge_text(kind, raw.get()) {
+                        Ok(json) => *self.json |= json,
+                        Err(message) => {
+                            *self.problem = Some((name(), message));
+                            return Err(de::Error::custom("bad value"));
+                        }
+                    }
+                }
                 Kind::Seconds => {
                     if map.next_value_seed(IsNumber)? {
                         *self.seconds = true;
@@ -189,6 +232,50 @@ impl<'de> Visitor<'de> for Row<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Judges the text of a value in a `decimal`, `uuid` or `json` column: `Ok(true)` when it is
+/// a `json` value other than null, which the row's rewrite turns into a string.
+fn judge_text(kind: Kind, text: &str) -> Result<bool, String> {
+    if text == "null" {
+        return Ok(false);
+    }
+    let quoted = || serde_json::from_str::<std::borrow::Cow<'_, str>>(text).ok();
+    match kind {
+        Kind::Decimal { precision, scale } => {
+            let number = match text.as_bytes()[0] {
+                b'"' => quoted().ok_or_else(|| "not a string".to_owned())?,
+                b'-' | b'0'..=b'9' => text.into(),
+                _ => {
+                    return Err(format!(
+                        "expected a decimal number, found {}",
+                        kind_of(text)
+                    ));
+                }
+            };
+            values::check_decimal(&number, precision, scale).map(|()| false)
+        }
+        Kind::Uuid => match quoted() {
+            Some(id) => values::canonical_uuid(&id).map(|_| false),
+            None => Err(format!(
+                "expected a UUID in a string, found {}",
+                kind_of(text)
+            )),
+        },
+        Kind::Json => values::check_json_depth(text).map(|()| true),
+        _ => Ok(false),
+    }
+}
+
+/// A word for the kind of the JSON value `text`, for error messages.
+fn kind_of(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        _ => "a number",
     }
 }
 

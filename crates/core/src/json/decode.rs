@@ -12,7 +12,7 @@ use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
 use arrow::json::reader::Decoder;
 
-use super::frame::{self, Row};
+use super::frame;
 use super::kept::{self, KEPT_ROWS};
 use super::{DecodeOptions, check, rewrite};
 use crate::error::DecodeError;
@@ -39,21 +39,25 @@ pub fn decode_ndjson(
         Some(listed) => projected_schema(schema, listed)?,
     };
     let rows = frame::rows(body, options.dialect)?;
-    let in_seconds = check::check(&target, &rows, options.dialect)?;
-    let rewritten = rewrite::rewrite(&target, &rows, &in_seconds, options.null_as_default)?;
+    let to_rewrite = check::check(&target, &rows, options.dialect)?;
+    let rewritten = rewrite::rewrite(&target, &rows, &to_rewrite, options.null_as_default)?;
+    let texts = || {
+        rows.iter()
+            .enumerate()
+            .map(|(i, r)| rewritten.get(&i).map_or(r.text, Vec::as_slice))
+    };
     let skip_unknown = options.skip_unknown_fields;
-    let decoded = if options.dialect.is_line_framed() {
+    let decoded = if options.dialect.is_line_framed() && rewritten.is_empty() {
         decode_with(&target, [body], rows.len(), skip_unknown)
     } else {
-        let texts = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| rewritten.get(&i).map_or(r.text, Vec::as_slice));
-        decode_with(&target, texts, rows.len(), skip_unknown)
+        decode_with(&target, texts(), rows.len(), skip_unknown)
     };
     let batch = match decoded {
         Ok(batch) => batch,
-        Err(error) => return Err(explain(schema, &target, &rows, options, error)),
+        Err(error) => {
+            let rows = rows.iter().zip(texts()).map(|(row, text)| (row.line, text));
+            return Err(explain(schema, &target, rows, options, error));
+        }
     };
     if options.columns.is_some() {
         widen(schema, batch)
@@ -183,17 +187,18 @@ fn decode_into<'a>(
 }
 
 /// Finds the first bad row and says what is wrong with it.
-fn explain(
+/// `rows` are each row's line and its text as arrow-json was given it.
+fn explain<'a>(
     schema: &TableSchema,
     target: &SchemaRef,
-    rows: &[Row<'_>],
+    rows: impl Iterator<Item = (usize, &'a [u8])>,
     options: &DecodeOptions,
     original: ArrowError,
 ) -> DecodeError {
-    for row in rows {
-        if let Some(error) = check_row(schema, target, row.text, options) {
+    for (line, text) in rows {
+        if let Some(error) = check_row(schema, target, text, options) {
             return DecodeError {
-                line: Some(row.line),
+                line: Some(line),
                 ..error
             };
         }
@@ -449,5 +454,106 @@ mod tests {
         let err =
             decode_ndjson(&schema, b"{\"small\":300}", &DecodeOptions::default()).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("small"));
+    }
+
+    /// A table of the types kept as text or exact numbers, decoded as the pipeline decodes a
+    /// body (uuids made canonical, json checked) under `dialect`.
+    fn decode_typed(
+        dialect: crate::JsonDialect,
+        body: &str,
+    ) -> Result<RecordBatch, crate::DecodeError> {
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("price", ColumnType::decimal(38, 4).unwrap()),
+            Column::new("user", ColumnType::Uuid),
+            Column::new("attrs", ColumnType::Json),
+        ])
+        .unwrap();
+        let options = DecodeOptions {
+            dialect,
+            ..Default::default()
+        };
+        crate::formats::decode(&schema, body.as_bytes(), &options)
+    }
+
+    #[test]
+    fn decimals_uuids_and_json_land_as_sent_at_both_doors() {
+        use arrow::array::Array;
+        use arrow::datatypes::Decimal128Type;
+        let id = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let widest = format!("-{}.{}", "9".repeat(34), "9".repeat(4));
+        let body = format!(
+            "{{\"id\":1,\"price\":12.5,\"user\":\"{}\",\"attrs\":{{\"http\": {{\"status\": 200}}, \"tags\": [\"a\", null]}}}}\n\
+             {{\"id\":2,\"price\":\"{widest}\",\"user\":null,\"attrs\":\"text\"}}\n\
+             {{\"id\":3,\"price\":1.5e2,\"attrs\":[1, 2.50, true]}}\n\
+             {{\"id\":4,\"price\":null,\"attrs\":null}}\n\
+             {{\"id\":5,\"attrs\":-0.0}}\n",
+            id.to_uppercase()
+        );
+        for dialect in [crate::JsonDialect::Ndjson, crate::JsonDialect::ClickHouse] {
+            let batch = decode_typed(dialect, &body).unwrap();
+            let prices = batch.column(1).as_primitive::<Decimal128Type>();
+            assert_eq!(prices.value(0), 125_000);
+            let expected: i128 = format!("-{}", "9".repeat(38)).parse().unwrap();
+            assert_eq!(prices.value(1), expected);
+            assert_eq!(prices.value(2), 1_500_000);
+            assert!(prices.is_null(3) && prices.is_null(4));
+            let users = batch.column(2).as_string::<i32>();
+            assert_eq!(users.value(0), id, "{dialect:?}");
+            assert!(users.is_null(1) && users.is_null(2));
+            let attrs = batch.column(3).as_string::<i32>();
+            assert_eq!(
+                attrs.value(0),
+                "{\"http\": {\"status\": 200}, \"tags\": [\"a\", null]}"
+            );
+            assert_eq!(attrs.value(1), "\"text\"");
+            assert_eq!(attrs.value(2), "[1, 2.50, true]");
+            assert!(attrs.is_null(3));
+            assert_eq!(attrs.value(4), "-0.0");
+        }
+    }
+
+    #[test]
+    fn values_that_do_not_fit_the_new_types_name_their_row_and_column() {
+        let refused = |body: &str| decode_typed(crate::JsonDialect::Ndjson, body).unwrap_err();
+        let cases = [
+            ("{\"price\":1.23456}", "price", "5 digits after the point"),
+            (
+                "{\"price\":\"1.23456\"}",
+                "price",
+                "5 digits after the point",
+            ),
+            ("{\"price\":1e40}", "price", "before the point"),
+            (
+                "{\"price\":true}",
+                "price",
+                "expected a decimal number, found a boolean",
+            ),
+            ("{\"price\":\"12,5\"}", "price", "not a decimal number"),
+            ("{\"user\":\"67e55044-10b1\"}", "user", "not a UUID"),
+            (
+                "{\"user\":42}",
+                "user",
+                "expected a UUID in a string, found a number",
+            ),
+        ];
+        for (row, column, words) in cases {
+            let body = format!("{{\"id\":1}}\n{row}\n");
+            let error = refused(&body);
+            assert_eq!(error.line, Some(2), "{row}: {error}");
+            assert_eq!(error.field.as_deref(), Some(column), "{row}: {error}");
+            assert!(error.message.contains(words), "{row}: {error}");
+        }
+        let deep = format!("{{\"attrs\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        let error = refused(&deep);
+        assert_eq!(error.field.as_deref(), Some("attrs"), "{error}");
+        assert!(error.message.contains("nests more than"), "{error}");
+        // A json value is not the problem in a body that fails for another reason.
+        let error = refused("{\"attrs\":{\"a\":1}}\n{\"id\":\"x\"}\n");
+        assert_eq!(
+            (error.line, error.field.as_deref()),
+            (Some(2), Some("id")),
+            "{error}"
+        );
     }
 }

@@ -6,28 +6,43 @@
 //!   microseconds. The rows the strict pass found holding one get that number times a million.
 //! - With `input_format_null_as_default=1`, a null for a column that is not nullable is its
 //!   type's default: zero, false, the empty string, 1970-01-01.
+//!
+//! And for one of sluice's own: a `json` column holds any JSON value as its text, and arrow-json
+//! puts only strings in a text column, so each such value becomes a string holding its text.
 
 use std::collections::{BTreeMap, HashMap};
 
 use arrow::datatypes::{DataType, SchemaRef};
 use serde_json::value::RawValue;
 
+use super::check::ToRewrite;
 use super::frame::Row as Framed;
 use crate::error::DecodeError;
+use crate::schema::ColumnType;
 
-/// The rows at `in_seconds` rewritten with their timestamps' seconds in microseconds, and with
-/// `null_as_default` every row holding a null for a column that is not nullable, with the
-/// column's default.
+/// The rows `to_rewrite` names rewritten: their timestamps' seconds in microseconds, their
+/// `json` values as strings; and with `null_as_default` every row holding a null for a column
+/// that is not nullable, with the column's default.
 pub(crate) fn rewrite(
     schema: &SchemaRef,
     rows: &[Framed<'_>],
-    in_seconds: &[usize],
+    to_rewrite: &ToRewrite,
     null_as_default: bool,
 ) -> Result<HashMap<usize, Vec<u8>>, DecodeError> {
+    let ToRewrite {
+        in_seconds,
+        with_json,
+    } = to_rewrite;
     let timestamps: Vec<&str> = schema
         .fields()
         .iter()
         .filter(|f| matches!(f.data_type(), DataType::Timestamp(..)))
+        .map(|f| f.name().as_str())
+        .collect();
+    let json_columns: Vec<&str> = schema
+        .fields()
+        .iter()
+        .filter(|f| ColumnType::from_field(f) == Some(ColumnType::Json))
         .map(|f| f.name().as_str())
         .collect();
     let defaults: Vec<(&str, &str)> = schema
@@ -36,16 +51,31 @@ pub(crate) fn rewrite(
         .filter(|f| null_as_default && !f.is_nullable())
         .map(|f| (f.name().as_str(), default_of(f.data_type())))
         .collect();
-    let mut rewritten = HashMap::with_capacity(in_seconds.len());
+    let mut rewritten = HashMap::with_capacity(in_seconds.len() + with_json.len());
     for (index, row) in rows.iter().enumerate() {
         let seconds = in_seconds.binary_search(&index).is_ok();
-        if !seconds && (defaults.is_empty() || !holds_null(row)) {
+        let json = with_json.binary_search(&index).is_ok();
+        if !seconds && !json && (defaults.is_empty() || !holds_null(row)) {
             continue;
         }
-        let timestamps = if seconds { timestamps.as_slice() } else { &[] };
-        rewritten.insert(index, rewrite_row(row, timestamps, &defaults)?);
+        let columns = Rewrites {
+            timestamps: if seconds { &timestamps } else { &[] },
+            json: if json { &json_columns } else { &[] },
+            defaults: &defaults,
+        };
+        rewritten.insert(index, rewrite_row(row, &columns)?);
     }
     Ok(rewritten)
+}
+
+/// The columns a row's rewrite changes.
+struct Rewrites<'a> {
+    /// Timestamps whose numbers are seconds.
+    timestamps: &'a [&'a str],
+    /// `json` columns, whose values become strings of their text.
+    json: &'a [&'a str],
+    /// Columns whose null becomes the default given.
+    defaults: &'a [(&'a str, &'a str)],
 }
 
 /// Whether a row may hold a null: a cheap look for the word, before parsing it.
@@ -63,17 +93,13 @@ fn default_of(data_type: &DataType) -> &'static str {
     }
 }
 
-fn rewrite_row(
-    row: &Framed<'_>,
-    timestamps: &[&str],
-    defaults: &[(&str, &str)],
-) -> Result<Vec<u8>, DecodeError> {
+fn rewrite_row(row: &Framed<'_>, columns: &Rewrites<'_>) -> Result<Vec<u8>, DecodeError> {
     let fail =
         |field: Option<String>, message: String| DecodeError::new(Some(row.line), field, message);
     // The strict pass has accepted the row, so this parse succeeds.
     let mut object: BTreeMap<String, Box<RawValue>> =
         serde_json::from_slice(row.text).map_err(|e| fail(None, format!("invalid JSON: {e}")))?;
-    for name in timestamps {
+    for name in columns.timestamps {
         let Some(value) = object.get_mut(*name) else {
             continue;
         };
@@ -92,7 +118,17 @@ fn rewrite_row(
         *value = RawValue::from_string(micros.to_string())
             .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
     }
-    for (name, default) in defaults {
+    for name in columns.json {
+        if let Some(value) = object.get_mut(*name)
+            && value.get() != "null"
+        {
+            let text = serde_json::to_string(value.get())
+                .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
+            *value = RawValue::from_string(text)
+                .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
+        }
+    }
+    for (name, default) in columns.defaults {
         if let Some(value) = object.get_mut(*name)
             && value.get() == "null"
         {
@@ -190,7 +226,12 @@ mod tests {
             column: 1,
             text: br#"{"f": 0.30000000000000004, "at": 1795953600.25, "s": "x"}"#,
         };
-        let out = rewrite_row(&row, &["at"], &[]).unwrap();
+        let seconds = Rewrites {
+            timestamps: &["at"],
+            json: &[],
+            defaults: &[],
+        };
+        let out = rewrite_row(&row, &seconds).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"at":1795953600250000,"f":0.30000000000000004,"s":"x"}"#
@@ -199,7 +240,7 @@ mod tests {
             text: br#"{"at": 9223372036855}"#,
             ..row
         };
-        let error = rewrite_row(&far, &["at"], &[]).unwrap_err();
+        let error = rewrite_row(&far, &seconds).unwrap_err();
         assert_eq!(
             error.to_string(),
             "line 3, column 'at': 9223372036855 seconds is too far from 1970 for a timestamp"
