@@ -1,5 +1,7 @@
 //! A new table's schema, from its first insert.
 
+use std::collections::HashSet;
+
 use arrow::datatypes::DataType;
 
 use super::frame;
@@ -13,10 +15,10 @@ use crate::schema::{
 /// Infers a schema from the first insert into an auto-created table.
 ///
 /// Every row is read, so a column that holds `1` in one row and `1.5` in another becomes
-/// `float64`. Inferred columns are nullable. Nested values (arrays, objects) are refused with a
-/// message that points at the row: such tables must be declared in the config.
+/// `float64`. Inferred columns are nullable. A column that holds an array or an object in any
+/// row becomes `json`, which keeps any value as its text.
 pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, DecodeError> {
-    let values = flat_objects(body, dialect)?;
+    let (values, nested) = flat_objects(body, dialect)?;
     if values.is_empty() {
         return Err(DecodeError::new(
             None,
@@ -24,7 +26,12 @@ pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, De
             "the first insert into a new table must carry at least one row".to_owned(),
         ));
     }
-    let columns = inferred_columns(&values)?;
+    let mut columns = inferred_columns(&values)?;
+    for column in &mut columns {
+        if nested.contains(&column.name) {
+            column.ty = ColumnType::Json;
+        }
+    }
     if columns.is_empty() {
         return Err(DecodeError::new(
             None,
@@ -63,34 +70,47 @@ pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, De
     Ok(schema)
 }
 
-/// Every row of the body as a JSON object of scalars with names a column may have.
-fn flat_objects(body: &[u8], dialect: JsonDialect) -> Result<Vec<serde_json::Value>, DecodeError> {
+/// Every row of the body as a JSON object of scalars with names a column may have, and the
+/// keys that hold an array or an object in some row: their values are left out here (as null),
+/// since those columns are `json` whatever they hold.
+fn flat_objects(
+    body: &[u8],
+    dialect: JsonDialect,
+) -> Result<(Vec<serde_json::Value>, HashSet<String>), DecodeError> {
     let mut values = Vec::new();
+    let mut nested = HashSet::new();
     for row in frame::rows(body, dialect)? {
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_json::from_slice(row.text).map_err(|e| check::refusal(&row, &e))?;
-        let serde_json::Value::Object(map) = &value else {
+        let serde_json::Value::Object(map) = &mut value else {
             return Err(DecodeError::new(
                 Some(row.line),
                 None,
                 format!("expected a JSON object, found {}", json_kind(&value)),
             ));
         };
-        for (key, field) in map {
+        for (key, field) in map.iter_mut() {
             let refuse =
                 |reason: String| DecodeError::new(Some(row.line), Some(printable(key)), reason);
-            if field.is_array() || field.is_object() {
-                return Err(refuse(
-                    "nested values (arrays, objects) are not supported in auto-created tables; \
-                     declare the table in the config"
-                        .to_owned(),
-                ));
-            }
             check_column_name(key).map_err(refuse)?;
+            if field.is_array() || field.is_object() {
+                nested.insert(key.clone());
+                *field = serde_json::Value::Null;
+            }
         }
         values.push(value);
     }
-    Ok(values)
+    // A key nested in a later row holds scalars in earlier ones: leave those out too.
+    for value in &mut values {
+        if let serde_json::Value::Object(map) = value {
+            for key in &nested {
+                if let Some(field) = map.get_mut(key) {
+                    *field = serde_json::Value::Null;
+                }
+            }
+        }
+    }
+    Ok((values, nested))
 }
 
 /// The columns arrow-json infers from `values`, as sluice's column types.
@@ -185,10 +205,24 @@ mod tests {
     }
 
     #[test]
-    fn inference_refuses_nested_values_with_line() {
-        let err = infer(b"{\"a\":1}\n\n{\"tags\":[1]}").unwrap_err();
-        assert_eq!(err.line, Some(3));
-        assert_eq!(err.field.as_deref(), Some("tags"));
+    fn arrays_and_objects_make_json_columns() {
+        let schema =
+            infer(b"{\"a\":1,\"tags\":\"x\"}\n\n{\"tags\":[1],\"attrs\":{\"k\":{}},\"n\":null}")
+                .unwrap();
+        let types: Vec<_> = schema
+            .columns()
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("a", ColumnType::Int64),
+                ("tags", ColumnType::Json),
+                ("attrs", ColumnType::Json),
+                ("n", ColumnType::String)
+            ]
+        );
     }
 
     #[test]
