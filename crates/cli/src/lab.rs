@@ -15,6 +15,7 @@ use sluice_lab::age::{self, AgeConfig, AgeReport};
 use sluice_lab::clickhouse::{ClickHouseLabConfig, Protocol};
 use sluice_lab::compaction::{self, CompactionLabConfig};
 use sluice_lab::crash::{self, CrashConfig};
+use sluice_lab::decode::{self, DecodeLabConfig};
 use sluice_lab::formats::{self, FormatsConfig};
 use sluice_lab::http::{self, HttpConfig, HttpReport};
 use sluice_lab::knee::{self, KneeConfig};
@@ -67,6 +68,26 @@ pub enum LabCommand {
     /// The same rows through the ClickHouse door in each input format: rows/s side by side with
     /// JSONEachRow, and an audit of every acknowledged row.
     Formats(FormatsArgs),
+    /// Nested OpenTelemetry log records (json resource and attributes) against flat API events,
+    /// decoded in this process on one core: rows/s and MB/s side by side.
+    Decode(DecodeArgs),
+}
+
+/// `sluice lab decode` flags.
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// Rows of each shape per run.
+    #[arg(long, default_value_t = 500_000)]
+    rows: usize,
+    /// Rows per body.
+    #[arg(long, default_value_t = 1_000)]
+    rows_per_body: usize,
+    /// Runs of each shape, alternated; each reports its median.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// `sluice lab formats` flags.
@@ -577,6 +598,7 @@ pub async fn run(command: LabCommand) -> Result<ExitCode> {
         LabCommand::Writers(args) => run_writers(args, binary).await,
         LabCommand::Shards(args) => run_shards(args, binary).await,
         LabCommand::Formats(args) => run_formats(args, binary).await,
+        LabCommand::Decode(args) => run_decode(args),
     }
 }
 
@@ -1126,6 +1148,32 @@ async fn run_writers(args: WritersArgs, binary: PathBuf) -> Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     write_json(args.json.as_ref(), &report)?;
     Ok(exit_code(report.measured_cleanly()))
+}
+
+/// `sluice lab decode`: nested against flat rows, decoded in-process.
+fn run_decode(args: DecodeArgs) -> Result<ExitCode> {
+    let config = DecodeLabConfig {
+        rows: args.rows,
+        rows_per_body: args.rows_per_body,
+        runs: args.runs,
+    };
+    println!(
+        "{} rows of each shape in bodies of {}, median of {} alternated runs, one core",
+        config.rows, config.rows_per_body, config.runs
+    );
+    let report = decode::run(&config).map_err(anyhow::Error::msg)?;
+    for shape in [&report.flat, &report.nested] {
+        println!(
+            "  {:<7} {:>11.0} rows/s {:>8.1} MB/s  ({} bytes)",
+            shape.name, shape.rows_per_s, shape.mb_per_s, shape.bytes
+        );
+    }
+    println!(
+        "  nested/flat: {:.2} of the rows/s, {:.2} of the MB/s",
+        report.rows_ratio, report.bytes_ratio
+    );
+    write_json(args.json.as_ref(), &report)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `sluice lab shards`: four ways into a ClickHouse cluster of two shards. Fails when a way

@@ -312,44 +312,26 @@ fn parse_decimal(text: &str) -> Result<Option<ColumnType>, String> {
             .parse()
             .map_err(|_| format!("'{}': the {what} is not a number", printable(text)))
     };
-    let with_precision = |precision: u8| {
-        move |args: &str| -> Result<(u8, i8), String> {
-            Ok((precision, number(args, "scale")? as i8))
+    let (precision, scale) = if let Some(args) = call(text, "decimal").or(call(text, "Decimal")) {
+        match args.split_once(',') {
+            Some((precision, scale)) => (number(precision, "precision")?, number(scale, "scale")?),
+            None => (number(args, "precision")?, 0),
         }
-    };
-    let forms: [(&str, &dyn Fn(&str) -> Result<(u8, i8), String>); 5] = [
-        ("decimal", &|args| decimal_args(args, &number)),
-        ("Decimal", &|args| decimal_args(args, &number)),
-        ("Decimal32", &with_precision(9)),
-        ("Decimal64", &with_precision(18)),
-        ("Decimal128", &with_precision(38)),
-    ];
-    for (name, args_of) in forms {
-        if let Some(args) = call(text, name) {
-            let (precision, scale) = args_of(args)?;
-            return ColumnType::decimal(precision, scale)
-                .map(Some)
-                .map_err(|e| format!("'{}': {e}", printable(text)));
-        }
-    }
-    if text == "decimal" || text == "Decimal" {
+    } else if let Some((precision, args)) =
+        [("Decimal32", 9), ("Decimal64", 18), ("Decimal128", 38)]
+            .into_iter()
+            .find_map(|(name, precision)| Some((precision, call(text, name)?)))
+    {
+        (precision, number(args, "scale")?)
+    } else if text == "decimal" || text == "Decimal" {
         return Err("write a decimal as decimal(precision, scale): decimal(18, 2)".to_owned());
-    }
-    Ok(None)
-}
-
-/// `p, s` or `p`: the precision and the scale (0 when left out).
-fn decimal_args(
-    args: &str,
-    number: &dyn Fn(&str, &str) -> Result<u8, String>,
-) -> Result<(u8, i8), String> {
-    match args.split_once(',') {
-        Some((precision, scale)) => Ok((
-            number(precision, "precision")?,
-            number(scale, "scale")? as i8,
-        )),
-        None => Ok((number(args, "precision")?, 0)),
-    }
+    } else {
+        return Ok(None);
+    };
+    let scale = i8::try_from(scale).unwrap_or(i8::MAX);
+    ColumnType::decimal(precision, scale)
+        .map(Some)
+        .map_err(|e| format!("'{}': {e}", printable(text)))
 }
 
 impl fmt::Display for ColumnType {

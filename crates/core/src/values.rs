@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray};
 
 use crate::error::DecodeError;
 use crate::name::printable;
@@ -240,6 +240,7 @@ mod tests {
     #[test]
     fn a_batch_gets_canonical_uuids_and_its_json_checked() {
         use crate::schema::{Column, TableSchema};
+        use arrow::array::Array;
         let schema = TableSchema::new(vec![
             Column::new("id", ColumnType::Uuid),
             Column::new("doc", ColumnType::Json),

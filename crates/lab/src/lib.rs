@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! - [`events`]: seed 000's synthetic API events, deterministic from a seed, in ClickHouse's
-//!   input formats.
+//!   input formats. [`otel`]: OpenTelemetry-shaped log records, with `json` resource and
+//!   attributes.
 //! - [`load`]: the HTTP load generator: N producers, each on its own keep-alive connection,
 //!   sending inserts of R rows at a target rate or as fast as possible.
 //! - [`crash`]: SIGKILL a loaded server again and again; check every durable row landed once.
@@ -19,6 +20,7 @@
 //!   table and straight into the shards.
 //! - [`overload`]: the store down under ten times the buffer: peak memory, drain, audit.
 //! - [`formats`]: the same rows through the ClickHouse door in each input format: rows/s.
+//! - [`decode`]: nested events (`json` columns) against flat ones, decoded in-process.
 //! - [`writers`]: several sluice processes landing in one Delta table: lost commit races and
 //!   flush times by number of writers.
 //! - [`process`]: a `sluice serve` child process; [`verify`]: reading back what it wrote.
@@ -33,6 +35,7 @@ pub mod age;
 pub mod clickhouse;
 pub mod compaction;
 pub mod crash;
+pub mod decode;
 pub mod events;
 pub mod formats;
 pub mod http;
@@ -40,6 +43,7 @@ pub mod knee;
 pub mod layouts;
 pub mod load;
 pub mod native_client;
+pub mod otel;
 pub mod overload;
 pub mod plot;
 pub mod process;

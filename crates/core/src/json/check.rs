@@ -12,6 +12,7 @@
 //! strings' UTF-8).
 
 use std::fmt;
+use std::ops::Range;
 
 use arrow::datatypes::{DataType, Field, SchemaRef};
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
@@ -78,8 +79,9 @@ fn kind(field: &Field, dialect: JsonDialect) -> Kind {
 pub(crate) struct ToRewrite {
     /// Rows that give a timestamp as a number of seconds (on the ClickHouse door only).
     pub(crate) in_seconds: Vec<usize>,
-    /// Rows with a value other than null in a `json` column.
-    pub(crate) with_json: Vec<usize>,
+    /// Rows with a value other than null in a `json` column, each with where those values lie
+    /// in the row's text.
+    pub(crate) with_json: Vec<(usize, Vec<Range<usize>>)>,
 }
 
 /// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
@@ -96,7 +98,8 @@ pub(crate) fn check(
     for (index, framed) in rows.iter().enumerate() {
         seen.iter_mut().for_each(|s| *s = false);
         let mut problem = None;
-        let (mut seconds, mut json) = (false, false);
+        let mut seconds = false;
+        let mut json = Vec::new();
         let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
@@ -105,14 +108,15 @@ pub(crate) fn check(
             seen: &mut seen,
             problem: &mut problem,
             seconds: &mut seconds,
+            text: framed.text,
             json: &mut json,
         };
         let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
             if seconds {
                 to_rewrite.in_seconds.push(index);
             }
-            if json {
-                to_rewrite.with_json.push(index);
+            if !json.is_empty() {
+                to_rewrite.with_json.push((index, json));
             }
             continue;
         };
@@ -165,8 +169,10 @@ struct Row<'a> {
     problem: &'a mut Option<(String, String)>,
     /// Set when a timestamp column holds a number of seconds.
     seconds: &'a mut bool,
-    /// Set when a `json` column holds a value other than null.
-    json: &'a mut bool,
+    /// The row's text, which the values read raw point into.
+    text: &'a [u8],
+    /// Where the row's `json` values other than null lie in `text`.
+    json: &'a mut Vec<Range<usize>>,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
@@ -205,7 +211,8 @@ impl<'de> Visitor<'de> for Row<'_> {
                 kind @ (Kind::Decimal { .. } | Kind::Uuid | Kind::Json) => {
                     let raw: &RawValue = map.next_value()?;
                     match judge_text(kind, raw.get()) {
-                        Ok(json) => *self.json |= json,
+                        Ok(true) => self.json.push(span(self.text, raw.get())),
+                        Ok(false) => {}
                         Err(message) => {
                             *self.problem = Some((name(), message));
                             return Err(de::Error::custom("bad value"));
@@ -266,6 +273,13 @@ fn judge_text(kind: Kind, text: &str) -> Result<bool, String> {
         Kind::Json => values::check_json_depth(text).map(|()| true),
         _ => Ok(false),
     }
+}
+
+/// Where `value`, a slice of `text`, lies in it.
+fn span(text: &[u8], value: &str) -> Range<usize> {
+    // serde_json borrows a raw value read from a slice from that slice.
+    let start = (value.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+    start..start + value.len()
 }
 
 /// A word for the kind of the JSON value `text`, for error messages.

@@ -556,4 +556,29 @@ mod tests {
             "{error}"
         );
     }
+
+    #[test]
+    fn json_values_and_seconds_rewrite_together_on_the_clickhouse_door() {
+        use arrow::datatypes::TimestampMicrosecondType;
+        let schema = TableSchema::new(vec![
+            Column::new("ts", ColumnType::Timestamp),
+            Column::new("attrs", ColumnType::Json),
+        ])
+        .unwrap();
+        let options = DecodeOptions {
+            dialect: crate::JsonDialect::ClickHouse,
+            ..Default::default()
+        };
+        let body = b"{\"ts\": 1795953600, \"attrs\": {\"a\": [1, \"\\u00e9\"]}}\n{\"attrs\": 7}";
+        let batch = crate::formats::decode(&schema, body, &options).unwrap();
+        let ts = batch.column(0).as_primitive::<TimestampMicrosecondType>();
+        assert_eq!(ts.value(0), 1_795_953_600_000_000);
+        let attrs = batch.column(1).as_string::<i32>();
+        assert_eq!(
+            attrs.value(0),
+            "{\"a\": [1, \"\\u00e9\"]}",
+            "kept as sent, escapes too"
+        );
+        assert_eq!(attrs.value(1), "7");
+    }
 }

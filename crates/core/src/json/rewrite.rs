@@ -11,6 +11,7 @@
 //! puts only strings in a text column, so each such value becomes a string holding its text.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use arrow::datatypes::{DataType, SchemaRef};
 use serde_json::value::RawValue;
@@ -52,20 +53,43 @@ pub(crate) fn rewrite(
         .map(|f| (f.name().as_str(), default_of(f.data_type())))
         .collect();
     let mut rewritten = HashMap::with_capacity(in_seconds.len() + with_json.len());
+    let mut json_spans = with_json.iter().peekable();
     for (index, row) in rows.iter().enumerate() {
         let seconds = in_seconds.binary_search(&index).is_ok();
-        let json = with_json.binary_search(&index).is_ok();
-        if !seconds && !json && (defaults.is_empty() || !holds_null(row)) {
-            continue;
-        }
-        let columns = Rewrites {
-            timestamps: if seconds { &timestamps } else { &[] },
-            json: if json { &json_columns } else { &[] },
-            defaults: &defaults,
+        let spans = json_spans.next_if(|(at, _)| *at == index).map(|(_, s)| s);
+        let nulls = !defaults.is_empty() && holds_null(row);
+        let text = match spans {
+            // Only json values to turn into strings: each is replaced where it lies.
+            Some(spans) if !seconds && !nulls => quote_spans(row.text, spans),
+            _ if !seconds && spans.is_none() && !nulls => continue,
+            _ => {
+                let columns = Rewrites {
+                    timestamps: if seconds { &timestamps } else { &[] },
+                    json: if spans.is_some() { &json_columns } else { &[] },
+                    defaults: &defaults,
+                };
+                rewrite_row(row, &columns)?
+            }
         };
-        rewritten.insert(index, rewrite_row(row, &columns)?);
+        rewritten.insert(index, text);
     }
     Ok(rewritten)
+}
+
+/// `text` with each of `spans`, a JSON value, replaced by a string holding its text.
+fn quote_spans(text: &[u8], spans: &[Range<usize>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + text.len() / 4);
+    let mut at = 0;
+    for span in spans {
+        out.extend_from_slice(&text[at..span.start]);
+        // The span is a JSON value serde_json has read, so it is UTF-8.
+        let value = String::from_utf8_lossy(&text[span.clone()]);
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, &value);
+        at = span.end;
+    }
+    out.extend_from_slice(&text[at..]);
+    out
 }
 
 /// The columns a row's rewrite changes.
