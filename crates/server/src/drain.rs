@@ -6,21 +6,23 @@
 //!
 //! 1. The first signal marks the instance [`Stopping`]. `GET /health` answers 503 `stopping`,
 //!    and every HTTP answer carries `Connection: close`, so a client with a kept-alive
-//!    connection opens a new one, which the balancer sends elsewhere. Inserts are still taken.
+//!    connection opens a new one, which the balancer sends elsewhere. A native-protocol
+//!    connection is closed at its next point between queries, for the same reason: after the
+//!    query in progress is answered, at once when it waits idle, and after its first query when
+//!    it opens during the delay. Inserts are still taken.
 //! 2. After `drain_delay`, or at once on a second signal, the doors stop accepting: HTTP and
 //!    ClickHouse's native protocol at the same moment.
 //! 3. The requests in flight are answered, within `drain_timeout`. The caller then lands what
 //!    is buffered.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderValue;
 use axum::http::header::CONNECTION;
 use axum::response::Response;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// How long an instance keeps taking inserts after the first signal, while it reports itself
 /// unhealthy, by default: not at all, which suits an instance with no load balancer in front.
@@ -32,19 +34,32 @@ pub const DEFAULT_DRAIN_DELAY: Duration = Duration::ZERO;
 pub type Signals = mpsc::Receiver<()>;
 
 /// Whether this instance is stopping: set at the first signal, never cleared. `GET /health`
-/// and the console read it, and so does the layer that closes kept-alive connections.
-#[derive(Debug, Clone, Default)]
-pub struct Stopping(Arc<AtomicBool>);
+/// and the console read it, and so does the layer that closes kept-alive connections. Native
+/// connections wait on it, since one waiting idle for its next query must close when it is set.
+#[derive(Debug, Clone)]
+pub struct Stopping(Arc<watch::Sender<bool>>);
+
+impl Default for Stopping {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(false)))
+    }
+}
 
 impl Stopping {
-    /// Marks the instance stopping.
+    /// Marks the instance stopping, and wakes whoever waits for it.
     pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.0.send_replace(true);
     }
 
     /// Whether it is stopping.
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        *self.0.borrow()
+    }
+
+    /// Returns once the instance is stopping.
+    pub async fn wait(&self) {
+        // The sender lives as long as `self`, so the wait cannot fail.
+        let _ = self.0.subscribe().wait_for(|stopping| *stopping).await;
     }
 }
 
@@ -119,6 +134,26 @@ mod tests {
         send.send(()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(closing.is_finished());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_stopping_returns_once_it_is_set() {
+        let stopping = Stopping::default();
+        let waiting = tokio::spawn({
+            let stopping = stopping.clone();
+            async move { stopping.wait().await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished());
+        stopping.set();
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("the waiter wakes when stopping is set")
+            .unwrap();
+        // Once set, a wait returns at once.
+        tokio::time::timeout(Duration::from_millis(1), stopping.wait())
+            .await
+            .unwrap();
     }
 
     #[tokio::test(start_paused = true)]

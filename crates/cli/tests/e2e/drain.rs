@@ -1,17 +1,19 @@
 //! Draining at SIGTERM, for an instance behind a load balancer: `/health` answers 503
 //! `stopping` at once, inserts are still taken for `drain_delay`, on both doors, and every
-//! answer carries `Connection: close`, so kept-alive clients reconnect elsewhere. Then the
+//! answer carries `Connection: close`, so kept-alive clients reconnect elsewhere. A native
+//! connection is closed between queries instead, and clickhouse-driver reconnects. Then the
 //! doors close and what was taken lands. A second signal cuts the delay short.
 
+use std::io::{BufRead, Write};
 use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::common::{Server, assert_exactly_once, id_counts, load_config_for};
+use crate::common::{Server, assert_exactly_once, id_counts, python};
 use sluice_lab::events::COLUMNS_TOML;
-use sluice_lab::load::{Endpoint, Progress};
 
 /// Table `load`, flushing often, with the native protocol on.
 fn config() -> String {
@@ -157,13 +159,6 @@ async fn a_sigtermed_server_says_stopping_takes_inserts_through_its_drain_delay_
             answer.body
         );
     }
-    // And so are inserts over ClickHouse's native protocol.
-    let native = server.native_addr.unwrap();
-    let load = load_config_for(native, Endpoint::ClickHouseTcp, 1, 10, 100, "durable");
-    let report = sluice_lab::load::run(load, std::sync::Arc::new(Progress::default()), true)
-        .await
-        .unwrap();
-    assert_eq!(report.rows_acked, 10, "{:?}", report.errors);
     assert!(
         signalled.elapsed() < delay,
         "the inserts took longer than the delay: {:?}",
@@ -178,7 +173,113 @@ async fn a_sigtermed_server_says_stopping_takes_inserts_through_its_drain_delay_
         signalled.elapsed()
     );
     // Everything taken, before the signal and during the delay, landed once.
-    assert_exactly_once(&id_counts(&server.data_dir, "load"), &[(0, 20), (100, 110)]);
+    assert_exactly_once(&id_counts(&server.data_dir, "load"), &[(0, 20)]);
+}
+
+/// clickhouse-driver, one `Client` held across the signal and new ones during the delay. It
+/// inserts id 0, says `inserted`, and waits for a line on stdin: the test sends it once
+/// `/health` says `stopping`. Then it watches whether the server closes the held connection,
+/// inserts ids 1 to 8, and prints what it saw as JSON. The driver pings before each query on a
+/// connection it holds, and reconnects when the ping finds the connection closed, with a
+/// warning, which is counted.
+const HELD_THROUGH_THE_DRAIN: &str = r#"
+import json, logging, select, socket, sys
+from clickhouse_driver import Client
+
+class Reconnects(logging.Handler):
+    count = 0
+    def emit(self, record):
+        if "reconnecting" in record.getMessage():
+            Reconnects.count += 1
+
+logging.getLogger("clickhouse_driver.connection").addHandler(Reconnects())
+port = int(sys.argv[1])
+acked = []
+
+def client():
+    return Client("127.0.0.1", port=port, send_receive_timeout=20)
+
+def insert(client, id):
+    client.execute("INSERT INTO load (id, service) VALUES", [(id, "api")])
+    acked.append(id)
+
+def closed_by_server(client, within):
+    """Whether the client's socket reads its end (a FIN, not a reset) within `within` s."""
+    sock = client.connection.socket
+    readable, _, _ = select.select([sock], [], [], within)
+    return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+
+held = client()
+insert(held, 0)
+print("inserted", flush=True)
+sys.stdin.readline()
+out = {"held_closed": closed_by_server(held, 5)}
+insert(held, 1)
+out["reconnects_for_the_held"] = Reconnects.count
+out["new_closed_after_their_query"] = []
+for id in range(2, 6):
+    new = client()
+    insert(new, id)
+    out["new_closed_after_their_query"].append(closed_by_server(new, 5))
+    new.disconnect()
+for id in range(6, 9):
+    insert(held, id)
+out["reconnects"] = Reconnects.count
+out["acked"] = acked
+print(json.dumps(out), flush=True)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_connection_is_closed_between_queries_and_clickhouse_driver_reconnects() {
+    // A delay no test outlasts, and the default idle timeout of an hour: only the drain can
+    // close a native connection here. The second signal ends the test.
+    let mut server = Server::start(&format!("drain_delay = \"10m\"\n{}", config()));
+    let port = server.native_addr.unwrap().port().to_string();
+    let mut driver = Command::new(python())
+        .args(["-c", HELD_THROUGH_THE_DRAIN, &port])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(driver.stdout.take().unwrap()).lines();
+    let mut next_line = || said.next().and_then(Result::ok).unwrap_or_default();
+    assert_eq!(next_line(), "inserted", "{}", stderr_of(driver));
+
+    server.sigterm();
+    wait_until_stopping(server.addr).await;
+    writeln!(driver.stdin.as_mut().unwrap(), "stopping").unwrap();
+    let line = next_line();
+    let Ok(out) = serde_json::from_str::<serde_json::Value>(&line) else {
+        panic!("clickhouse-driver failed: {line}{}", stderr_of(driver));
+    };
+    assert!(driver.wait().unwrap().success());
+
+    // The held connection, idle at the signal, was closed within 5 s, not at the idle timeout.
+    assert_eq!(out["held_closed"], true, "{out}");
+    // Its next insert found it closed and went on a new connection.
+    assert_eq!(out["reconnects_for_the_held"], 1, "{out}");
+    // New connections were taken, and each was closed after its query.
+    assert_eq!(
+        out["new_closed_after_their_query"],
+        serde_json::json!([true, true, true, true]),
+        "{out}"
+    );
+    // So was each later connection of the held client: one reconnect per insert.
+    assert_eq!(out["reconnects"], 4, "{out}");
+    assert_eq!(out["acked"], serde_json::json!((0..9).collect::<Vec<_>>()));
+
+    server.sigterm();
+    let status = server.wait(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    // Every acknowledged insert, before the signal and during the delay, landed once.
+    assert_exactly_once(&id_counts(&server.data_dir, "load"), &[(0, 9)]);
+}
+
+/// What a child process wrote to stderr, once it has exited.
+fn stderr_of(child: std::process::Child) -> String {
+    let output = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

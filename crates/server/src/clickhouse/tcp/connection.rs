@@ -5,6 +5,10 @@
 //! uncompressed and without their block info, into one body of `Native` blocks, which goes to
 //! the pipeline like any other insert's body once the client's closing empty block has come.
 //! So nothing of an insert lands before all of it has arrived.
+//!
+//! While the instance is stopping, a connection is closed between queries, as
+//! [`between_queries`] decides, so that the client's next query opens a new connection, which a
+//! load balancer sends to another instance.
 
 use std::time::Duration;
 
@@ -15,6 +19,7 @@ use sluice_core::{ColumnType, InputFormat, TableLayout};
 use sluice_pipeline::{Admission, Insert};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::packets::{
     self, ClientPacket, Hello, PacketError, Query, Reader, read_client_packet, skip_block_info,
@@ -38,14 +43,16 @@ pub(crate) struct Timeouts {
     pub(crate) stall: Duration,
 }
 
-/// How long a refused connection is read from, and its bytes dropped, before it is closed, so
-/// that the client reads the exception before the connection resets.
+/// How long a connection closed by sluice is still read from, and its bytes dropped, so that
+/// the client reads the last answer and the end rather than a reset.
 const LINGER: Duration = Duration::from_secs(1);
 
 /// Why a connection ends.
 enum End {
-    /// The client closed it, or went silent past a timeout, or sluice is stopping.
+    /// The client closed it, or went silent past a timeout, or the doors closed.
     Quietly,
+    /// The instance is stopping and the connection is between queries: it is closed politely.
+    Drained,
     /// It cannot go on: the exception is sent, then the connection is closed.
     Refused(ApiError),
 }
@@ -76,6 +83,44 @@ impl From<ApiError> for Refusal {
     }
 }
 
+/// What a connection last answered, which says whether it may close while the instance stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Last {
+    /// The client's `Hello`: its first query is still to come.
+    Hello,
+    /// A query: the connection is between queries.
+    Query,
+    /// A ping, which clients such as clickhouse-driver send just before a query to check the
+    /// connection: its query is on its way.
+    Ping,
+}
+
+/// What a connection does next, between two packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Between {
+    /// Reads the packet whose first bytes have arrived.
+    Read,
+    /// Waits for the client's next packet.
+    Wait,
+    /// Closes, since the instance is stopping.
+    Close,
+}
+
+/// What a connection does between two packets. Once the instance is stopping, it serves one
+/// query more at most: the one in progress, or its first when it opened during the drain. Then
+/// it closes, as HTTP answers with `Connection: close`, and at once when it waits idle. A
+/// packet already begun is read, and the query a ping announces is waited for, so a connection
+/// never closes under a client that has started to send.
+fn between_queries(stopping: bool, last: Last, begun: bool) -> Between {
+    if begun {
+        Between::Read
+    } else if stopping && last == Last::Query {
+        Between::Close
+    } else {
+        Between::Wait
+    }
+}
+
 /// What a connection reads next.
 enum Packet {
     Query(Query),
@@ -91,15 +136,16 @@ struct Connection<S> {
     state: AppState,
     timeouts: Timeouts,
     hello: Option<Hello>,
+    last: Last,
 }
 
-/// Serves one connection until the client leaves, it is refused, or `stopping` turns true
-/// while it is between queries.
+/// Serves one connection until the client leaves or it is refused, or, while it is between
+/// queries, until the instance is stopping ([`between_queries`]) or `closed` turns true.
 pub(crate) async fn serve<S>(
     stream: S,
     state: AppState,
     timeouts: Timeouts,
-    stopping: watch::Receiver<bool>,
+    closed: watch::Receiver<bool>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -109,34 +155,77 @@ pub(crate) async fn serve<S>(
         state,
         timeouts,
         hello: None,
+        last: Last::Hello,
     };
-    let end = connection.run(stopping).await;
-    if let End::Refused(error) = end {
-        connection.refuse(error).await;
+    match connection.run(closed).await {
+        End::Quietly => {}
+        End::Drained => connection.close_politely().await,
+        End::Refused(error) => connection.refuse(error).await,
     }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
-    async fn run(&mut self, mut stopping: watch::Receiver<bool>) -> End {
+    async fn run(&mut self, mut closed: watch::Receiver<bool>) -> End {
         match tokio::time::timeout(self.timeouts.handshake, self.handshake()).await {
             Ok(Ok(())) => {}
             Ok(Err(end)) => return end,
             Err(_) => return End::Quietly,
         }
         loop {
-            let packet = tokio::select! {
-                packet = self.read_packet(self.timeouts.idle) => packet,
-                _ = stopping.wait_for(|stop| *stop) => return End::Quietly,
-            };
-            let result = match packet {
-                Ok(Packet::Ping) => self.send(packets::write_pong).await.map_err(End::from),
-                Ok(Packet::Cancel) => Ok(()),
-                Ok(Packet::Query(query)) => self.query(query).await,
-                Ok(Packet::Data) => Err(protocol_error("a Data packet outside a query")),
+            let served = match self.next_packet(&mut closed).await {
+                Ok(packet) => self.serve_packet(packet).await,
                 Err(end) => Err(end),
             };
-            if let Err(end) = result {
+            if let Err(end) = served {
                 return end;
+            }
+        }
+    }
+
+    /// Answers one packet that comes between queries.
+    async fn serve_packet(&mut self, packet: Packet) -> Result<(), End> {
+        match packet {
+            Packet::Ping => {
+                self.send(packets::write_pong).await?;
+                self.last = Last::Ping;
+            }
+            Packet::Cancel => {}
+            Packet::Query(query) => {
+                self.query(query).await?;
+                self.last = Last::Query;
+            }
+            Packet::Data => return Err(protocol_error("a Data packet outside a query")),
+        }
+        Ok(())
+    }
+
+    /// The client's next packet, between queries. Once its first byte is in, the packet is read
+    /// whole, with the stall timeout between reads.
+    async fn next_packet(&mut self, closed: &mut watch::Receiver<bool>) -> Result<Packet, End> {
+        self.await_packet(closed).await?;
+        self.read_packet(self.timeouts.stall).await
+    }
+
+    /// Waits for the first bytes of the client's next packet. The connection ends instead when
+    /// the client leaves or stays silent for the idle timeout, when the doors close, or when
+    /// [`between_queries`] closes it, which it is asked again the moment the instance stops.
+    async fn await_packet(&mut self, closed: &mut watch::Receiver<bool>) -> Result<(), End> {
+        let stopping = self.state.stopping.clone();
+        let idle_until = Instant::now() + self.timeouts.idle;
+        loop {
+            // Read once: a stop that comes after this is seen by `wait`, which then returns.
+            let is_stopping = stopping.is_set();
+            match between_queries(is_stopping, self.last, !self.received.is_empty()) {
+                Between::Read => return Ok(()),
+                Between::Close => return Err(End::Drained),
+                Between::Wait => {}
+            }
+            // Bytes that have come are taken before the stop: see `Between::Read`.
+            tokio::select! {
+                biased;
+                filled = self.fill(idle_until.saturating_duration_since(Instant::now())) => filled?,
+                _ = closed.wait_for(|close| *close) => return Err(End::Quietly),
+                () = stopping.wait(), if !is_stopping => {}
             }
         }
     }
@@ -464,12 +553,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.send(|out| exception(out, error)).await
     }
 
-    /// Sends the exception, then drains what the client still sends for a moment and closes,
-    /// so that the client reads the exception rather than a reset.
+    /// Sends the exception, then closes politely.
     async fn refuse(&mut self, error: ApiError) {
-        if self.send_exception(&error).await.is_err() {
-            return;
+        if self.send_exception(&error).await.is_ok() {
+            self.close_politely().await;
         }
+    }
+
+    /// Ends the sending side, then drops what the client still sends for a moment before
+    /// closing. Closing a socket with unread bytes sends a reset, which may discard the last
+    /// answer before the client reads it; this way it reads the answer, then the end.
+    async fn close_politely(&mut self) {
         let _ = self.stream.shutdown().await;
         let mut sink = vec![0; 64 * 1024];
         let drain = async { while matches!(self.stream.read(&mut sink).await, Ok(n) if n > 0) {} };
@@ -562,5 +656,39 @@ fn type_for_client(ty: ColumnType, hello: &Hello) -> std::borrow::Cow<'static, s
         "String".into()
     } else {
         ty.clickhouse_name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn while_stopping_a_connection_closes_after_a_query_and_never_inside_a_packet() {
+        use Between::{Close, Read, Wait};
+        // (stopping, what was answered last, bytes of the next packet in): what happens next.
+        let cases = [
+            (false, Last::Hello, false, Wait),
+            (false, Last::Query, false, Wait),
+            (false, Last::Ping, false, Wait),
+            (false, Last::Query, true, Read),
+            // Stopping: a query answered, or an idle connection, closes.
+            (true, Last::Query, false, Close),
+            // A connection that opened during the drain is served its first query.
+            (true, Last::Hello, false, Wait),
+            (true, Last::Hello, true, Read),
+            // A ping announces a query: it is waited for, then served.
+            (true, Last::Ping, false, Wait),
+            (true, Last::Ping, true, Read),
+            // A packet begun is read whole.
+            (true, Last::Query, true, Read),
+        ];
+        for (stopping, last, begun, next) in cases {
+            assert_eq!(
+                between_queries(stopping, last, begun),
+                next,
+                "stopping {stopping}, last {last:?}, begun {begun}"
+            );
+        }
     }
 }

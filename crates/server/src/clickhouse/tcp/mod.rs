@@ -29,14 +29,15 @@ use self::connection::Timeouts;
 use crate::AppState;
 use crate::tls::{HANDSHAKE_TIMEOUT, Tls};
 
-/// Serves the native protocol on `listener` until `stopped` turns true. Then it stops
-/// accepting; connections between queries close, and those in the middle of one finish it.
-/// The caller bounds how long that may take.
+/// Serves the native protocol on `listener` until `closed` turns true, when the doors close.
+/// Then it stops accepting; connections between queries close, and those in the middle of one
+/// finish it. The caller bounds how long that may take. Before that, while the instance is
+/// stopping, each connection closes after its query, as `connection.rs` says.
 pub(crate) async fn serve(
     listener: TcpListener,
     state: AppState,
     tls: Option<Tls>,
-    mut stopped: watch::Receiver<bool>,
+    mut closed: watch::Receiver<bool>,
 ) {
     let timeouts = Timeouts {
         handshake: HANDSHAKE_TIMEOUT,
@@ -55,20 +56,20 @@ pub(crate) async fn serve(
                     continue;
                 }
             },
-            _ = stopped.wait_for(|stop| *stop) => break,
+            _ = closed.wait_for(|close| *close) => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         // Each packet is answered whole; waiting to fill a segment only adds latency.
         let _ = tcp.set_nodelay(true);
-        let (state, stopping, tls) = (state.clone(), stopped.clone(), tls.clone());
+        let (state, closed, tls) = (state.clone(), closed.clone(), tls.clone());
         connections.spawn(async move {
             match tls {
-                None => connection::serve(tcp, state, timeouts, stopping).await,
+                None => connection::serve(tcp, state, timeouts, closed).await,
                 Some(tls) => {
                     if let Ok(Ok(stream)) =
                         tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(tcp)).await
                     {
-                        connection::serve(stream, state, timeouts, stopping).await;
+                        connection::serve(stream, state, timeouts, closed).await;
                     }
                 }
             }
