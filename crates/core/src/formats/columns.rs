@@ -4,13 +4,21 @@
 //! type ([`super::text`]), binary formats as typed values. Each value is converted into the
 //! table column's type with a range check, so nothing is wrapped around or truncated silently.
 //! A column a row leaves out is null, or refused when the table requires it.
+//!
+//! A decimal is converted exactly or refused, never rounded: its text must fit the column
+//! ([`crate::values::check_decimal`]), and a binary decimal of another scale must rescale
+//! without losing a digit. A `uuid` column takes text, which [`crate::values::conform`]
+//! canonicalizes afterwards, or a binary UUID; a `json` column takes text only, which `conform`
+//! checks is JSON.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Date32Builder, Float32Builder, Float64Builder,
-    Int8Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
+    ArrayBuilder, ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch,
+    StringBuilder, TimestampMicrosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder,
+    UInt64Builder,
 };
 
 use super::text;
@@ -33,6 +41,54 @@ pub(crate) enum Value<'a> {
     Days(i32),
     /// Microseconds since 1970-01-01 00:00:00 UTC.
     Micros(i64),
+    /// A binary decimal: its unscaled integer and its scale, the value being
+    /// `unscaled * 10^-scale`.
+    Decimal(i128, u8),
+    /// A binary UUID, as one 128-bit number (its text's 32 hex digits in order).
+    Uuid(u128),
+}
+
+/// The kind of values a body's column of some binary type gives, for [`can_take`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Bool,
+    Whole,
+    Float,
+    Text,
+    Date,
+    Time,
+    Decimal,
+    Uuid,
+    /// Addresses, Enum names and the like: judged value by value.
+    Other,
+}
+
+/// Whether a body's column whose type gives values of `kind` can go into a column of `ty`.
+/// Only the pairs where no value ever could are refused here, before a value is read: decimals
+/// and UUIDs into a column that takes neither, and into `decimal`, `uuid` and `json` columns
+/// what they never take. Every other pair is judged value by value.
+pub(crate) fn can_take(ty: ColumnType, kind: Kind) -> bool {
+    use ColumnType as T;
+    let number = matches!(
+        ty,
+        T::Int8
+            | T::Int16
+            | T::Int32
+            | T::Int64
+            | T::UInt8
+            | T::UInt16
+            | T::UInt32
+            | T::UInt64
+            | T::Float32
+            | T::Float64
+    );
+    match (ty, kind) {
+        (_, Kind::Decimal) => number || matches!(ty, T::Decimal { .. } | T::String),
+        (_, Kind::Uuid) => matches!(ty, T::Uuid | T::String),
+        (T::Decimal { .. }, kind) => matches!(kind, Kind::Whole | Kind::Text),
+        (T::Uuid | T::Json, kind) => kind == Kind::Text,
+        _ => true,
+    }
 }
 
 /// Where a body's column goes: a column of the table, or nowhere (an unknown column the insert
@@ -149,7 +205,7 @@ impl<'s> Columns<'s> {
                         .to_owned(),
                 );
             }
-            builder.push_default();
+            builder.push_default(column.ty);
             return Ok(());
         }
         builder.push(column.ty, value)
@@ -248,6 +304,7 @@ enum Builder {
     String(StringBuilder),
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
+    Decimal(Decimal128Builder),
 }
 
 impl Builder {
@@ -268,8 +325,14 @@ impl Builder {
             ColumnType::Timestamp => {
                 Self::Timestamp(TimestampMicrosecondBuilder::new().with_data_type(ty.arrow_type()))
             }
-            // Strings, and any type added later, which a test keeps from falling here silently.
-            _ => Self::String(StringBuilder::new()),
+            ColumnType::Decimal { .. } => {
+                Self::Decimal(Decimal128Builder::new().with_data_type(ty.arrow_type()))
+            }
+            // `uuid` and `json` are text told apart by the field's metadata; `push` tells them
+            // apart by the column's type.
+            ColumnType::String | ColumnType::Uuid | ColumnType::Json => {
+                Self::String(StringBuilder::new())
+            }
         }
     }
 
@@ -291,16 +354,21 @@ impl Builder {
             Self::UInt64(b) => b.append_value(to_int(value, ty)?),
             Self::Float32(b) => b.append_value(to_float(value)? as f32),
             Self::Float64(b) => b.append_value(to_float(value)?),
-            Self::String(b) => b.append_value(to_text(value)?),
+            Self::String(b) => match ty {
+                ColumnType::Uuid => b.append_value(to_uuid(value)?),
+                ColumnType::Json => b.append_value(to_json(value)?),
+                _ => b.append_value(to_text(value)?),
+            },
             Self::Date(b) => b.append_value(to_days(value)?),
             Self::Timestamp(b) => b.append_value(to_micros(value)?),
+            Self::Decimal(b) => b.append_value(to_decimal(value, ty)?),
         }
         Ok(())
     }
 
     /// The type's default, as ClickHouse stores one for a null: zero, false, the empty string,
-    /// 1970-01-01.
-    fn push_default(&mut self) {
+    /// 1970-01-01, the nil UUID, and for `json` the empty object, as ClickHouse's `JSON` has.
+    fn push_default(&mut self, ty: ColumnType) {
         match self {
             Self::Bool(b) => b.append_value(false),
             Self::Int8(b) => b.append_value(0),
@@ -313,9 +381,14 @@ impl Builder {
             Self::UInt64(b) => b.append_value(0),
             Self::Float32(b) => b.append_value(0.0),
             Self::Float64(b) => b.append_value(0.0),
-            Self::String(b) => b.append_value(""),
+            Self::String(b) => b.append_value(match ty {
+                ColumnType::Uuid => NIL_UUID,
+                ColumnType::Json => "{}",
+                _ => "",
+            }),
             Self::Date(b) => b.append_value(0),
             Self::Timestamp(b) => b.append_value(0),
+            Self::Decimal(b) => b.append_value(0),
         }
     }
 
@@ -335,6 +408,7 @@ impl Builder {
             Self::String(b) => b.append_null(),
             Self::Date(b) => b.append_null(),
             Self::Timestamp(b) => b.append_null(),
+            Self::Decimal(b) => b.append_null(),
         }
     }
 
@@ -354,9 +428,13 @@ impl Builder {
             Self::String(b) => ArrayBuilder::finish(b),
             Self::Date(b) => Arc::new(b.finish()),
             Self::Timestamp(b) => Arc::new(b.finish()),
+            Self::Decimal(b) => Arc::new(b.finish()),
         }
     }
 }
+
+/// The UUID a required `uuid` column stores for a null when the insert asks for defaults.
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
 
 fn mismatch(value: Value<'_>, what: &str) -> String {
     let given = match value {
@@ -368,6 +446,8 @@ fn mismatch(value: Value<'_>, what: &str) -> String {
         Value::Text(t) => format!("'{}'", printable(t)),
         Value::Days(_) => "a date".to_owned(),
         Value::Micros(_) => "a date and time".to_owned(),
+        Value::Decimal(unscaled, scale) => format!("the decimal {}", decimal_text(unscaled, scale)),
+        Value::Uuid(id) => format!("the UUID {}", uuid_text(id)),
     };
     format!("{given} is not {what}")
 }
@@ -389,6 +469,15 @@ fn to_int<T: TryFrom<i64> + TryFrom<u64>>(value: Value<'_>, ty: ColumnType) -> R
         Value::Int(n) => T::try_from(n).map_err(|_| out_of_range()),
         Value::UInt(n) => T::try_from(n).map_err(|_| out_of_range()),
         Value::Bool(b) => T::try_from(u64::from(b)).map_err(|_| out_of_range()),
+        Value::Decimal(unscaled, scale) => {
+            let whole =
+                rescale(unscaled, scale, 0).map_err(|_| mismatch(value, "a whole number"))?;
+            match (i64::try_from(whole), u64::try_from(whole)) {
+                (Ok(n), _) => T::try_from(n).map_err(|_| out_of_range()),
+                (_, Ok(n)) => T::try_from(n).map_err(|_| out_of_range()),
+                _ => Err(out_of_range()),
+            }
+        }
         Value::Text(t) => match text::parse_int(t) {
             Some(text::Int::Signed(n)) => T::try_from(n).map_err(|_| out_of_range()),
             Some(text::Int::Unsigned(n)) => T::try_from(n).map_err(|_| out_of_range()),
@@ -403,6 +492,7 @@ fn shown(value: Value<'_>) -> String {
         Value::Int(n) => n.to_string(),
         Value::UInt(n) => n.to_string(),
         Value::Text(t) => printable(t),
+        Value::Decimal(unscaled, scale) => decimal_text(unscaled, scale),
         other => format!("{other:?}"),
     }
 }
@@ -413,15 +503,124 @@ fn to_float(value: Value<'_>) -> Result<f64, String> {
         Value::Int(n) => Ok(n as f64),
         Value::UInt(n) => Ok(n as f64),
         Value::Text(t) => text::parse_float(t).ok_or_else(|| mismatch(value, "a number")),
+        Value::Decimal(unscaled, scale) => decimal_text(unscaled, scale)
+            .parse()
+            .map_err(|_| mismatch(value, "a number")),
         _ => Err(mismatch(value, "a number")),
     }
 }
 
-fn to_text(value: Value<'_>) -> Result<&str, String> {
+/// Text for a `string` column: text as it is, and a binary UUID or decimal written out.
+fn to_text(value: Value<'_>) -> Result<Cow<'_, str>, String> {
     match value {
-        Value::Text(t) => Ok(t),
+        Value::Text(t) => Ok(Cow::Borrowed(t)),
+        Value::Uuid(id) => Ok(Cow::Owned(uuid_text(id))),
+        Value::Decimal(unscaled, scale) => Ok(Cow::Owned(decimal_text(unscaled, scale))),
         _ => Err(mismatch(value, "a string")),
     }
+}
+
+/// Text for a `uuid` column: a binary UUID written out, or text, which `conform` canonicalizes.
+fn to_uuid(value: Value<'_>) -> Result<Cow<'_, str>, String> {
+    match value {
+        Value::Text(t) => Ok(Cow::Borrowed(t)),
+        Value::Uuid(id) => Ok(Cow::Owned(uuid_text(id))),
+        _ => Err(mismatch(value, "a UUID")),
+    }
+}
+
+/// Text for a `json` column, which `conform` checks is JSON.
+fn to_json(value: Value<'_>) -> Result<&str, String> {
+    match value {
+        Value::Text(t) => Ok(t),
+        _ => Err(mismatch(value, "JSON text")),
+    }
+}
+
+/// The unscaled integer of a `decimal(precision, scale)` column, the column's type `ty`: text
+/// that fits exactly, a whole number, or a binary decimal rescaled without losing a digit.
+fn to_decimal(value: Value<'_>, ty: ColumnType) -> Result<i128, String> {
+    let ColumnType::Decimal { precision, scale } = ty else {
+        return Err(mismatch(value, "a decimal"));
+    };
+    let unscaled = match value {
+        Value::Text(t) => return text::parse_decimal(t, precision, scale),
+        Value::Int(n) => rescale(i128::from(n), 0, scale),
+        Value::UInt(n) => rescale(i128::from(n), 0, scale),
+        Value::Decimal(unscaled, from) => rescale(unscaled, from, scale),
+        Value::Float(_) => {
+            return Err(format!(
+                "{} is a float, which is not exact; send a decimal as a Decimal or as its digits",
+                shown(value)
+            ));
+        }
+        _ => return Err(mismatch(value, "a decimal")),
+    };
+    let given = || match value {
+        Value::Decimal(unscaled, from) => decimal_text(unscaled, from),
+        other => shown(other),
+    };
+    let out_of_range = || format!("{} is out of range for {}", given(), ty.name());
+    let unscaled = unscaled.map_err(|unfit| match unfit {
+        Unfit::Fraction => format!(
+            "{} has more digits after the point than {} keeps, and sluice does not round",
+            given(),
+            ty.name()
+        ),
+        Unfit::Range => out_of_range(),
+    })?;
+    let limit = 10_u128.checked_pow(u32::from(precision));
+    if limit.is_some_and(|limit| unscaled.unsigned_abs() >= limit) {
+        return Err(out_of_range());
+    }
+    Ok(unscaled)
+}
+
+/// Why a decimal does not rescale exactly.
+enum Unfit {
+    /// Digits after the point would be lost.
+    Fraction,
+    /// The value overflows.
+    Range,
+}
+
+/// `unscaled * 10^-from` as an integer of scale `to`, exactly.
+fn rescale(unscaled: i128, from: u8, to: u8) -> Result<i128, Unfit> {
+    if unscaled == 0 {
+        return Ok(0);
+    }
+    if from <= to {
+        return 10_i128
+            .checked_pow(u32::from(to - from))
+            .and_then(|factor| unscaled.checked_mul(factor))
+            .ok_or(Unfit::Range);
+    }
+    // A divisor past i128 leaves no non-zero value whole.
+    let divisor = 10_i128
+        .checked_pow(u32::from(from - to))
+        .ok_or(Unfit::Fraction)?;
+    if unscaled % divisor != 0 {
+        return Err(Unfit::Fraction);
+    }
+    Ok(unscaled / divisor)
+}
+
+/// A decimal's text: `unscaled * 10^-scale`, with `scale` digits after the point.
+fn decimal_text(unscaled: i128, scale: u8) -> String {
+    let digits = unscaled.unsigned_abs().to_string();
+    let sign = if unscaled < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    let scale = usize::from(scale);
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - scale);
+    format!("{sign}{whole}.{fraction}")
+}
+
+/// A UUID's canonical text: hyphenated, in lower case.
+fn uuid_text(id: u128) -> String {
+    uuid::Uuid::from_u128(id).hyphenated().to_string()
 }
 
 fn to_days(value: Value<'_>) -> Result<i32, String> {
@@ -452,14 +651,19 @@ fn to_micros(value: Value<'_>) -> Result<i64, String> {
                 "a date and time (YYYY-MM-DD hh:mm:ss) or Unix seconds",
             )
         }),
-        Value::Bool(_) | Value::Null => Err(mismatch(value, "a date and time")),
+        Value::Bool(_) | Value::Null | Value::Decimal(..) | Value::Uuid(_) => {
+            Err(mismatch(value, "a date and time"))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::{AsArray, Int64Array};
-    use arrow::datatypes::{Int64Type, TimestampMicrosecondType, UInt8Type};
+    use arrow::array::{Array, AsArray, Int64Array};
+    use arrow::datatypes::{
+        DataType, Decimal128Type, Float64Type, Int16Type, Int64Type, TimestampMicrosecondType,
+        UInt8Type,
+    };
 
     use super::*;
     use crate::schema::Column;
@@ -563,6 +767,188 @@ mod tests {
         assert!(
             batch.column(1).is_null(0),
             "a nullable column keeps its null"
+        );
+    }
+
+    fn decimal(precision: u8, scale: u8) -> ColumnType {
+        ColumnType::Decimal { precision, scale }
+    }
+
+    /// One column of `ty` built from `values`, a row each.
+    fn column_of(ty: ColumnType, values: &[Value<'_>]) -> Result<ArrayRef, DecodeError> {
+        let schema = TableSchema::new(vec![Column::new("c", ty)]).unwrap();
+        let mut columns = Columns::new(&schema, &["c".to_owned()], &skipping(false)).unwrap();
+        for value in values {
+            columns.put(0, *value)?;
+            columns.end_row()?;
+        }
+        Ok(columns.finish()?.column(0).clone())
+    }
+
+    #[test]
+    fn decimals_convert_exactly_or_are_refused() {
+        let column = column_of(
+            decimal(10, 2),
+            &[
+                Value::Text("-12.34"),
+                Value::Int(-7),
+                Value::UInt(99_999_999),
+                Value::Decimal(12_300, 3),
+                Value::Decimal(5, 0),
+                Value::Null,
+            ],
+        )
+        .unwrap();
+        let column = column.as_primitive::<Decimal128Type>();
+        assert_eq!(column.data_type(), &DataType::Decimal128(10, 2));
+        let values: Vec<Option<i128>> = column.iter().collect();
+        assert_eq!(
+            values,
+            [
+                Some(-1234),
+                Some(-700),
+                Some(9_999_999_900),
+                Some(1230),
+                Some(500),
+                None
+            ]
+        );
+        let widest = 10_i128.pow(38) - 1;
+        let column = column_of(
+            decimal(38, 0),
+            &[
+                Value::Text(&"9".repeat(38)),
+                Value::Decimal(-widest, 0),
+                Value::Int(i64::MIN),
+            ],
+        )
+        .unwrap();
+        let values: Vec<i128> = column.as_primitive::<Decimal128Type>().values().to_vec();
+        assert_eq!(values, [widest, -widest, i128::from(i64::MIN)]);
+
+        for (value, says) in [
+            (
+                Value::Decimal(12_345, 3),
+                "12.345 has more digits after the point than decimal(10, 2) keeps",
+            ),
+            (Value::Decimal(1, 38), "more digits after the point"),
+            (Value::Text("1.239"), "3 digits after the point"),
+            (
+                Value::Decimal(10_000_000_000, 2),
+                "100000000.00 is out of range for decimal(10, 2)",
+            ),
+            (Value::Int(100_000_000), "out of range"),
+            (Value::Decimal(widest, 0), "out of range"),
+            (Value::Float(1.5), "is a float, which is not exact"),
+            (Value::Bool(true), "the boolean true is not a decimal"),
+            (Value::Uuid(1), "is not a decimal"),
+            (Value::Text("12,5"), "not a decimal number"),
+        ] {
+            let error = column_of(decimal(10, 2), &[value]).unwrap_err().to_string();
+            assert!(error.starts_with("column 'c': "), "{error}");
+            assert!(error.contains(says), "{value:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn uuids_and_json_are_text_and_other_columns_take_their_text() {
+        let id = 0x67e5_5044_10b1_426f_9247_bb68_0e5f_e0c8;
+        let text = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+        let column = column_of(ColumnType::Uuid, &[Value::Uuid(id), Value::Text("X")]).unwrap();
+        let uuids: Vec<_> = column.as_string::<i32>().iter().collect();
+        assert_eq!(uuids, [Some(text), Some("X")], "conform judges text later");
+        let error = column_of(ColumnType::Uuid, &[Value::Int(1)]).unwrap_err();
+        assert!(
+            error.to_string().ends_with("the number 1 is not a UUID"),
+            "{error}"
+        );
+
+        let column = column_of(ColumnType::Json, &[Value::Text("[1, {\"a\": null}]")]).unwrap();
+        assert_eq!(column.as_string::<i32>().value(0), "[1, {\"a\": null}]");
+        for value in [Value::Int(1), Value::Uuid(id), Value::Decimal(1, 0)] {
+            let error = column_of(ColumnType::Json, &[value]).unwrap_err();
+            assert!(error.to_string().contains("is not JSON text"), "{error}");
+        }
+
+        let column = column_of(
+            ColumnType::String,
+            &[Value::Uuid(id), Value::Decimal(-5, 2), Value::Decimal(0, 3)],
+        )
+        .unwrap();
+        let strings: Vec<_> = column.as_string::<i32>().iter().flatten().collect();
+        assert_eq!(strings, [text, "-0.05", "0.000"]);
+        let column = column_of(ColumnType::Float64, &[Value::Decimal(-12_345, 2)]).unwrap();
+        assert_eq!(column.as_primitive::<Float64Type>().value(0), -123.45);
+        let column = column_of(ColumnType::Int16, &[Value::Decimal(-1_200, 2)]).unwrap();
+        assert_eq!(column.as_primitive::<Int16Type>().value(0), -12);
+        let error = column_of(ColumnType::Int16, &[Value::Decimal(-1_250, 2)]).unwrap_err();
+        assert!(
+            error.to_string().contains("-12.50 is not a whole number"),
+            "{error}"
+        );
+        let error = column_of(ColumnType::UInt8, &[Value::Decimal(30_000, 2)]).unwrap_err();
+        assert!(
+            error.to_string().contains("300.00 is out of range"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_null_for_a_required_column_of_a_new_type_is_its_clickhouse_default() {
+        let schema = TableSchema::new(vec![
+            Column::new("d", decimal(9, 2)).required(),
+            Column::new("u", ColumnType::Uuid).required(),
+            Column::new("j", ColumnType::Json).required(),
+        ])
+        .unwrap();
+        let names = ["d".to_owned(), "u".to_owned(), "j".to_owned()];
+        let options = DecodeOptions {
+            null_as_default: true,
+            ..DecodeOptions::default()
+        };
+        let mut columns = Columns::new(&schema, &names, &options).unwrap();
+        for index in 0..3 {
+            columns.put(index, Value::Null).unwrap();
+        }
+        columns.end_row().unwrap();
+        let batch = columns.finish().unwrap();
+        assert_eq!(batch.column(0).as_primitive::<Decimal128Type>().value(0), 0);
+        assert_eq!(batch.column(1).as_string::<i32>().value(0), NIL_UUID);
+        assert_eq!(batch.column(2).as_string::<i32>().value(0), "{}");
+        let conformed =
+            crate::values::conform(batch, &[decimal(9, 2), ColumnType::Uuid, ColumnType::Json]);
+        assert!(conformed.is_ok(), "the defaults are a UUID and JSON");
+    }
+
+    #[test]
+    fn the_pairs_no_value_could_fit_are_told_up_front() {
+        for ty in ColumnType::ALL {
+            let number_or_text = !matches!(
+                ty,
+                ColumnType::Bool
+                    | ColumnType::Date
+                    | ColumnType::Timestamp
+                    | ColumnType::Uuid
+                    | ColumnType::Json
+            );
+            assert_eq!(can_take(ty, Kind::Decimal), number_or_text, "{ty}");
+            let uuid = matches!(ty, ColumnType::Uuid | ColumnType::String);
+            assert_eq!(can_take(ty, Kind::Uuid), uuid, "{ty}");
+            assert!(
+                can_take(ty, Kind::Text),
+                "{ty}: text is judged value by value"
+            );
+        }
+        for kind in [Kind::Bool, Kind::Float, Kind::Date, Kind::Time, Kind::Other] {
+            for ty in [decimal(9, 2), ColumnType::Uuid, ColumnType::Json] {
+                assert!(!can_take(ty, kind), "{kind:?} into {ty}");
+            }
+        }
+        assert!(can_take(decimal(9, 2), Kind::Whole));
+        assert!(!can_take(ColumnType::Json, Kind::Whole));
+        assert!(
+            can_take(ColumnType::Int64, Kind::Date),
+            "judged value by value"
         );
     }
 

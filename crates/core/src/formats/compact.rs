@@ -1,15 +1,27 @@
 //! `JSONCompactEachRow`: a JSON array per row, a value per column, rows separated by whitespace
 //! (or one comma, as ClickHouse's JSON rows may be), after an optional header of a names array
 //! and a types array. serde_json parses every row, so what is not JSON is refused.
+//!
+//! Each element is kept as its text until its column's type says how to read it:
+//!
+//! - A `json` column takes the element's own JSON text, whatever value it is: an object, an
+//!   array, a number as written, or a string with its quotes (a JSON string, not JSON text to
+//!   parse again). `null` is null. ClickHouse's own `JSON` type takes only an object here.
+//! - A `decimal` column takes a number's digits as written, never through a float, or a
+//!   string's content.
+//! - Every other column takes a string's content, a number, a boolean or null; an object or an
+//!   array is refused. (ClickHouse reads one into a `String` column as its text by default, with
+//!   `input_format_json_read_objects_as_strings`; sluice's `string` does not.)
 
 use arrow::array::RecordBatch;
-use serde_json::Value as Json;
+use serde_json::value::RawValue;
 
 use super::columns::{Columns, Value};
 use super::{Header, at_row, body_columns, pair};
 use crate::error::DecodeError;
+use crate::name::printable;
 use crate::options::DecodeOptions;
-use crate::schema::TableSchema;
+use crate::schema::{ColumnType, TableSchema};
 
 /// Decodes a `JSONCompactEachRow` body into the table's columns.
 pub(crate) fn decode(
@@ -50,8 +62,15 @@ pub(crate) fn decode(
                 ),
             ));
         }
-        for (index, json) in values.iter().enumerate() {
-            let value = value(json).map_err(|e| at_row(row, e))?;
+        for (index, raw) in values.iter().enumerate() {
+            let element = element(raw, columns.target_type(index)).map_err(|mut e| {
+                e.field = names.get(index).map(|name| printable(name));
+                at_row(row, e)
+            })?;
+            let value = match &element {
+                Element::Value(value) => *value,
+                Element::Unescaped(text) => Value::Text(text),
+            };
             columns.put(index, value).map_err(|e| at_row(row, e))?;
         }
         columns.end_row().map_err(|e| at_row(row, e))?;
@@ -78,31 +97,57 @@ pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, Dec
     pair(names, types)
 }
 
-fn value(json: &Json) -> Result<Value<'_>, DecodeError> {
-    Ok(match json {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::String(s) => Value::Text(s),
-        Json::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
-            (Some(u), _, _) => Value::UInt(u),
-            (_, Some(i), _) => Value::Int(i),
-            (_, _, Some(f)) => Value::Float(f),
-            _ => {
-                return Err(DecodeError::new(
-                    None,
-                    None,
-                    format!("{n} is not a number sluice reads"),
+/// One element of a row, read for a column of type `ty`.
+enum Element<'a> {
+    Value(Value<'a>),
+    /// A string whose escapes had to be resolved.
+    Unescaped(String),
+}
+
+/// Reads `raw`, valid JSON, for a column of type `ty` (`None` when the column is skipped).
+fn element(raw: &RawValue, ty: Option<ColumnType>) -> Result<Element<'_>, DecodeError> {
+    let text = raw.get();
+    let invalid = |e: serde_json::Error| DecodeError::new(None, None, format!("invalid JSON: {e}"));
+    let value = match text.as_bytes().first() {
+        // A column the insert skips takes any value.
+        _ if ty.is_none() => Value::Null,
+        Some(b'n') => Value::Null,
+        _ if ty == Some(ColumnType::Json) => Value::Text(text),
+        Some(b'"') => match serde_json::from_str::<&str>(text) {
+            Ok(content) => Value::Text(content),
+            Err(_) => {
+                return Ok(Element::Unescaped(
+                    serde_json::from_str(text).map_err(invalid)?,
                 ));
             }
         },
-        Json::Array(_) | Json::Object(_) => {
+        Some(b't') => Value::Bool(true),
+        Some(b'f') => Value::Bool(false),
+        Some(b'[' | b'{') => {
             return Err(DecodeError::new(
                 None,
                 None,
-                "a value is an array or an object; sluice's columns hold single values".to_owned(),
+                "a value is an array or an object; only a json column holds one".to_owned(),
             ));
         }
-    })
+        _ if matches!(ty, Some(ColumnType::Decimal { .. })) => Value::Text(text),
+        _ => {
+            let number: serde_json::Number = serde_json::from_str(text).map_err(invalid)?;
+            match (number.as_u64(), number.as_i64(), number.as_f64()) {
+                (Some(u), _, _) => Value::UInt(u),
+                (_, Some(i), _) => Value::Int(i),
+                (_, _, Some(f)) => Value::Float(f),
+                _ => {
+                    return Err(DecodeError::new(
+                        None,
+                        None,
+                        format!("{number} is not a number sluice reads"),
+                    ));
+                }
+            }
+        }
+    };
+    Ok(Element::Value(value))
 }
 
 /// The body's rows, one JSON array at a time.
@@ -113,39 +158,43 @@ struct Rows<'a> {
     row: usize,
 }
 
-impl Rows<'_> {
-    /// The next row, or `None` at the end of the body.
-    fn next_row(&mut self) -> Result<Option<Vec<Json>>, DecodeError> {
+impl<'a> Rows<'a> {
+    /// The next row, its elements as their JSON text, or `None` at the end of the body.
+    fn next_row(&mut self) -> Result<Option<Vec<&'a RawValue>>, DecodeError> {
         self.skip_separator();
-        if self.pos >= self.body.len() {
+        let body: &'a [u8] = self.body;
+        if self.pos >= body.len() {
             return Ok(None);
         }
         self.row += 1;
         let row = self.row;
+        let invalid = |e: serde_json::Error| {
+            at_row(
+                row,
+                DecodeError::new(None, None, format!("invalid JSON: {e}")),
+            )
+        };
         let mut stream =
-            serde_json::Deserializer::from_slice(&self.body[self.pos..]).into_iter::<Json>();
+            serde_json::Deserializer::from_slice(&body[self.pos..]).into_iter::<&RawValue>();
         let parsed = match stream.next() {
             Some(Ok(parsed)) => parsed,
-            Some(Err(e)) => {
-                return Err(at_row(
-                    row,
-                    DecodeError::new(None, None, format!("invalid JSON: {e}")),
-                ));
-            }
+            Some(Err(e)) => return Err(invalid(e)),
             None => return Ok(None),
         };
         self.pos += stream.byte_offset();
-        match parsed {
-            Json::Array(values) => Ok(Some(values)),
-            _ => Err(at_row(
+        if !parsed.get().starts_with('[') {
+            return Err(at_row(
                 row,
                 DecodeError::new(
                     None,
                     None,
                     "a row must be a JSON array of values".to_owned(),
                 ),
-            )),
+            ));
         }
+        serde_json::from_str(parsed.get())
+            .map(Some)
+            .map_err(invalid)
     }
 
     /// A header row: an array of strings.
@@ -156,12 +205,13 @@ impl Rows<'_> {
         let row = self.row;
         values
             .into_iter()
-            .map(|v| match v {
-                Json::String(s) => Ok(s),
-                _ => Err(at_row(
-                    row,
-                    DecodeError::new(None, None, "a header row must hold strings".to_owned()),
-                )),
+            .map(|v| {
+                serde_json::from_str::<String>(v.get()).map_err(|_| {
+                    at_row(
+                        row,
+                        DecodeError::new(None, None, "a header row must hold strings".to_owned()),
+                    )
+                })
             })
             .collect::<Result<_, _>>()
             .map(Some)
@@ -194,7 +244,8 @@ mod tests {
 
     use super::*;
     use crate::formats::tests_support::*;
-    use crate::schema::{Column, ColumnType};
+    use crate::options::InputFormat;
+    use crate::schema::Column;
 
     fn schema() -> TableSchema {
         TableSchema::new(vec![
@@ -242,7 +293,11 @@ mod tests {
             (b"[1,\"a\"] x", "row 2: invalid JSON"),
             (b"{\"id\":1}", "row 1: a row must be a JSON array"),
             (b"[1]", "row 1: the row has 1 values"),
-            (b"[1,[2]]", "row 1: a value is an array"),
+            (b"[1,[2]]", "row 1, column 'name': a value is an array"),
+            (
+                b"[1,{\"a\":2}]",
+                "row 1, column 'name': a value is an array or an object",
+            ),
             (
                 b"[1.5,\"a\"]",
                 "row 1, column 'id': the number 1.5 is not a whole number",
@@ -252,6 +307,72 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(error.starts_with(says), "{body:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_skipped_column_takes_any_value() {
+        let body = b"[\"id\",\"name\",\"extra\"]\n[1,\"a\",{\"deep\":[1]}]";
+        let batch = decode(&schema(), body, Header::Names, &options_for(None, true)).unwrap();
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[1]);
+    }
+
+    #[test]
+    fn a_json_column_takes_the_json_value_itself() {
+        let body = format!(
+            "[-12.34, \"{UUID_SENT}\", {{\"a\": [1, 2]}}]\n\
+             [\"99999999.99\", null, \"{{\\\"a\\\":1}}\"]\n\
+             [1.5e1, \"{UUID_KEPT}\", 12.50]\n\
+             [0.30, null, [true, null]]\n\
+             [null, null, null]"
+        );
+        let format = InputFormat::JsonCompactEachRow(Header::None);
+        let batch = decode_newer(format, body.as_bytes()).unwrap();
+        let (d, u, j) = newer_rows(&batch);
+        assert_eq!(
+            d,
+            [Some(-1234), Some(9_999_999_999), Some(1500), Some(30), None]
+        );
+        assert_eq!(u, [Some(UUID_KEPT), None, Some(UUID_KEPT), None, None]);
+        // A string is a JSON string, its quotes and escapes kept: the value as sent.
+        assert_eq!(
+            j,
+            [
+                Some("{\"a\": [1, 2]}"),
+                Some("\"{\\\"a\\\":1}\""),
+                Some("12.50"),
+                Some("[true, null]"),
+                None
+            ]
+        );
+        for (body, says) in [
+            (
+                "[0.1, null, null] [0.30000000000000004, null, null]",
+                "row 2, column 'd': 0.30000000000000004 has 17 digits after the point",
+            ),
+            (
+                "[-100000000, null, null]",
+                "row 1, column 'd': -100000000 has 9 digits before the point",
+            ),
+            (
+                "[true, null, null]",
+                "row 1, column 'd': the boolean true is not a decimal",
+            ),
+            (
+                "[null, \"urn:uuid:zz\", null]",
+                "row 1, column 'u': 'urn:uuid:zz' is not a UUID",
+            ),
+            (
+                "[null, 12, null]",
+                "row 1, column 'u': the number 12 is not a UUID",
+            ),
+            (
+                "[null, {}, null]",
+                "row 1, column 'u': a value is an array or an object",
+            ),
+        ] {
+            let error = decode_newer(format, body.as_bytes()).unwrap_err();
+            assert!(error.starts_with(says), "{body}: {error}");
         }
     }
 }

@@ -100,7 +100,9 @@ fn columns_of(declared: Vec<(String, String)>) -> Result<TableSchema, DecodeErro
     for (name, ty) in declared {
         let wire = wire::WireType::parse(&ty)
             .map_err(|e| DecodeError::new(None, Some(name.clone()), e))?;
-        let (ty, nullable) = wire.column_type();
+        let (ty, nullable) = wire
+            .column_type()
+            .map_err(|e| DecodeError::new(None, Some(name.clone()), e))?;
         let column = Column::new(name, ty);
         columns.push(if nullable { column } else { column.required() });
     }
@@ -142,7 +144,55 @@ fn at_row(row: usize, mut error: DecodeError) -> DecodeError {
 /// Options for the decoders' tests.
 #[cfg(test)]
 pub(crate) mod tests_support {
-    use crate::options::DecodeOptions;
+    use arrow::array::{AsArray, RecordBatch};
+    use arrow::datatypes::Decimal128Type;
+
+    use crate::error::DecodeError;
+    use crate::options::{DecodeOptions, InputFormat};
+    use crate::schema::{Column, ColumnType, TableSchema};
+
+    /// A table of the newer types: `d decimal(10, 2)`, `u uuid`, `j json`, all nullable.
+    pub(crate) fn newer_types() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new(
+                "d",
+                ColumnType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                },
+            ),
+            Column::new("u", ColumnType::Uuid),
+            Column::new("j", ColumnType::Json),
+        ])
+        .unwrap()
+    }
+
+    /// `body` in `format` decoded into [`newer_types`] as the door decodes it, uuids and json
+    /// judged; the error as text.
+    pub(crate) fn decode_newer(format: InputFormat, body: &[u8]) -> Result<RecordBatch, String> {
+        let options = DecodeOptions {
+            format,
+            ..DecodeOptions::default()
+        };
+        super::decode(&newer_types(), body, &options).map_err(|e: DecodeError| e.to_string())
+    }
+
+    /// The decimals of `batch`'s first column, and the text of its other two.
+    pub(crate) type Rows<'a> = (
+        Vec<Option<i128>>,
+        Vec<Option<&'a str>>,
+        Vec<Option<&'a str>>,
+    );
+
+    pub(crate) fn newer_rows(batch: &RecordBatch) -> Rows<'_> {
+        let text = |i: usize| batch.column(i).as_string::<i32>().iter().collect();
+        let decimals = batch.column(0).as_primitive::<Decimal128Type>();
+        (decimals.iter().collect(), text(1), text(2))
+    }
+
+    /// The UUID the newer types' tests send, in capitals, and as it is kept.
+    pub(crate) const UUID_SENT: &str = "67E55044-10B1-426F-9247-BB680E5FE0C8";
+    pub(crate) const UUID_KEPT: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
 
     pub(crate) fn options_for(
         listed: Option<&[String]>,

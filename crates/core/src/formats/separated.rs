@@ -290,6 +290,7 @@ mod tests {
 
     use super::*;
     use crate::formats::tests_support::*;
+    use crate::options::InputFormat;
     use crate::schema::Column;
 
     fn schema() -> TableSchema {
@@ -412,5 +413,88 @@ mod tests {
         );
         let csv = declared_csv_columns(b"a,b\nUInt8\n", b',').unwrap_err();
         assert!(csv.to_string().contains("2 columns and gives 1 types"));
+    }
+
+    #[test]
+    fn tab_separated_decimals_uuids_and_json() {
+        let tsv =
+            |body: &str| decode_newer(InputFormat::TabSeparated(Header::None), body.as_bytes());
+        let body = format!(
+            "-12.34\t{UUID_SENT}\t{{\"a\":\"x\\\\ty\"}}\n\\N\t\\N\t\\N\n99999999.99\t{UUID_KEPT}\t12.50\n"
+        );
+        let batch = tsv(&body).unwrap();
+        let (d, u, j) = newer_rows(&batch);
+        assert_eq!(d, [Some(-1234), None, Some(9_999_999_999)]);
+        assert_eq!(u, [Some(UUID_KEPT), None, Some(UUID_KEPT)]);
+        assert_eq!(j, [Some("{\"a\":\"x\\ty\"}"), None, Some("12.50")]);
+        for (body, says) in [
+            (
+                "1\t\\N\t\\N\n1.239\t\\N\t\\N\n",
+                "line 2, column 'd': 1.239 has 3 digits after the point",
+            ),
+            (
+                "-100000000\t\\N\t\\N\n",
+                "line 1, column 'd': -100000000 has 9 digits before the point",
+            ),
+            (
+                "\\N\t\\N\t\\N\n\\N\t67e55044-10b1-426f\t\\N\n",
+                "row 2, column 'u': '67e55044-10b1-426f' is not a UUID",
+            ),
+            ("\\N\t\\N\t{\"a\":\n", "row 1, column 'j': not JSON"),
+        ] {
+            let error = tsv(body).unwrap_err();
+            assert!(error.starts_with(says), "{body:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn csv_decimals_uuids_and_json() {
+        let body = format!(
+            "\"-0.01\",{UUID_SENT},\"{{\"\"a\"\":[1,2]}}\"\n,,\n1e2,\\N,\"\"\"text\"\"\"\n"
+        );
+        let batch = decode_newer(InputFormat::Csv(Header::None), body.as_bytes()).unwrap();
+        let (d, u, j) = newer_rows(&batch);
+        assert_eq!(d, [Some(-1), None, Some(10_000)]);
+        assert_eq!(u, [Some(UUID_KEPT), None, None]);
+        assert_eq!(j, [Some("{\"a\":[1,2]}"), None, Some("\"text\"")]);
+        let error = decode_newer(InputFormat::Csv(Header::None), b"0.001,,\n").unwrap_err();
+        assert!(
+            error.starts_with("line 1, column 'd': 0.001 has 3 digits after the point"),
+            "{error}"
+        );
+        let error = decode_newer(InputFormat::Csv(Header::None), b",{},\n").unwrap_err();
+        assert!(
+            error.starts_with("row 1, column 'u': '{}' is not a UUID"),
+            "{error}"
+        );
+        let error = decode_newer(InputFormat::Csv(Header::None), b",,text\n").unwrap_err();
+        assert!(error.starts_with("row 1, column 'j': not JSON"), "{error}");
+    }
+
+    #[test]
+    fn a_header_of_clickhouse_types_makes_decimal_and_uuid_columns() {
+        let tsv = declared_tsv_columns(b"d\tu\nDecimal(38, 38)\tNullable(UUID)\n").unwrap();
+        let schema = crate::formats::columns_of(tsv).unwrap();
+        let types: Vec<_> = schema
+            .columns()
+            .iter()
+            .map(|c| (c.ty, c.nullable))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                (
+                    ColumnType::Decimal {
+                        precision: 38,
+                        scale: 38
+                    },
+                    false
+                ),
+                (ColumnType::Uuid, true)
+            ]
+        );
+        let tsv = declared_tsv_columns(b"d\nDecimal(39, 2)\n").unwrap();
+        let error = crate::formats::columns_of(tsv).unwrap_err().to_string();
+        assert!(error.contains("38"), "{error}");
     }
 }

@@ -88,6 +88,7 @@ mod tests {
 
     use super::*;
     use crate::formats::tests_support::*;
+    use crate::options::InputFormat;
     use crate::schema::{Column, ColumnType};
 
     fn schema() -> TableSchema {
@@ -136,5 +137,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(skipped.num_rows(), 1);
+    }
+
+    #[test]
+    fn every_value_is_a_string_and_a_json_column_takes_its_content() {
+        let body = format!(
+            "{{\"d\":\"-12.34\",\"u\":\"{UUID_SENT}\",\"j\":\"{{\\\"a\\\":[1,2]}}\"}}\n\
+             {{\"d\":null,\"u\":null,\"j\":null}}\n\
+             {{\"d\":\"1e-2\",\"j\":\"\\\"text\\\"\"}}"
+        );
+        let batch = decode_newer(InputFormat::JsonStringsEachRow, body.as_bytes()).unwrap();
+        let (d, u, j) = newer_rows(&batch);
+        assert_eq!(d, [Some(-1234), None, Some(1)]);
+        assert_eq!(u, [Some(UUID_KEPT), None, None]);
+        assert_eq!(j, [Some("{\"a\":[1,2]}"), None, Some("\"text\"")]);
+        for (body, says) in [
+            (
+                r#"{"d":"1.239"}"#,
+                "row 1, column 'd': 1.239 has 3 digits after the point",
+            ),
+            (r#"{"d":1.5}"#, "row 1, column 'd': 1.5 is not a string"),
+            (
+                r#"{"u":"67e55044"}"#,
+                "row 1, column 'u': '67e55044' is not a UUID",
+            ),
+            (r#"{"j":"{\"a\":"}"#, "row 1, column 'j': not JSON"),
+        ] {
+            let error = decode_newer(InputFormat::JsonStringsEachRow, body.as_bytes()).unwrap_err();
+            assert!(error.starts_with(says), "{body}: {error}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! A timestamp is `YYYY-MM-DD hh:mm:ss` with an optional fraction, RFC 3339 text, or Unix
 //! seconds (`1795953600`, `1795953600.25`), as ClickHouse reads a `DateTime`. A date is
 //! `YYYY-MM-DD`. A boolean is any of ClickHouse's spellings (`true`, `1`, `yes`, `on`, ...).
+//! A decimal is its digits (`-12.50`, `1.5e2`), which must fit the column exactly.
 
 use arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
 use chrono::NaiveDate;
@@ -96,6 +97,47 @@ fn exact_seconds(text: &str) -> Option<i64> {
     Some(if negative { -total } else { total })
 }
 
+/// The unscaled integer of `text` in a `decimal(precision, scale)` column, exactly: text that
+/// does not fit, by a digit after the point or before it, is refused
+/// ([`crate::values::check_decimal`]), never rounded. Arrow's own parser is not used: it drops
+/// extra fraction digits and has rules of its own for exponents.
+pub(crate) fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+    crate::values::check_decimal(text, precision, scale)?;
+    let out_of_range = || format!("'{text}' is out of range for decimal({precision}, {scale})");
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (
+            mantissa,
+            exponent.parse::<i64>().map_err(|_| out_of_range())?,
+        ),
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // The digits, read as one integer, times 10^shift is the unscaled value. The check above
+    // made sure that the digits a negative shift drops are zeros.
+    let shift = exponent - fraction.len() as i64 + i64::from(scale);
+    let count = whole.len() + fraction.len();
+    let dropped = usize::try_from(-shift).unwrap_or(0).min(count);
+    let mut unscaled: i128 = 0;
+    for digit in whole.bytes().chain(fraction.bytes()).take(count - dropped) {
+        unscaled = unscaled
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(i128::from(digit - b'0')))
+            .ok_or_else(out_of_range)?;
+    }
+    if shift > 0 && unscaled != 0 {
+        unscaled = u32::try_from(shift)
+            .ok()
+            .and_then(|shift| 10_i128.checked_pow(shift))
+            .and_then(|factor| unscaled.checked_mul(factor))
+            .ok_or_else(out_of_range)?;
+    }
+    Ok(if negative { -unscaled } else { unscaled })
+}
+
 /// Seconds, possibly with a fraction, to whole microseconds.
 pub(crate) fn seconds_to_micros(seconds: f64) -> Option<i64> {
     let micros = (seconds * 1_000_000.0).round();
@@ -125,6 +167,47 @@ mod tests {
         assert_eq!(parse_bool("TRUE"), Some(true));
         assert_eq!(parse_bool("0"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn decimals_are_read_exactly_or_refused() {
+        let cases = [
+            ("-12.34", 10, 2, -1234),
+            ("12.340000", 10, 2, 1234),
+            ("+7", 10, 2, 700),
+            (".5", 10, 2, 50),
+            ("5.", 10, 2, 500),
+            ("1.5e2", 10, 2, 15_000),
+            ("1234e-2", 10, 2, 1234),
+            ("-0.00", 10, 2, 0),
+            ("0e99", 10, 2, 0),
+            ("000000000000000000000000000000000000000000012.5", 5, 1, 125),
+        ];
+        for (text, precision, scale, unscaled) in cases {
+            assert_eq!(
+                parse_decimal(text, precision, scale),
+                Ok(unscaled),
+                "{text}"
+            );
+        }
+        let widest = "9".repeat(38);
+        let max = 10_i128.pow(38) - 1;
+        assert_eq!(parse_decimal(&widest, 38, 0), Ok(max));
+        assert_eq!(parse_decimal(&format!("-{widest}"), 38, 0), Ok(-max));
+        let tiny = format!("0.{}1", "0".repeat(37));
+        assert_eq!(parse_decimal(&tiny, 38, 38), Ok(1));
+        assert_eq!(parse_decimal(&format!("-0.{widest}"), 38, 38), Ok(-max));
+        for (text, says) in [
+            ("1.239", "3 digits after the point"),
+            ("123456789", "9 digits before the point"),
+            (&format!("1{widest}"), "39 digits before the point"),
+            ("1e5000", "out of range"),
+            ("12a", "not a decimal number"),
+            ("", "not a decimal number"),
+        ] {
+            let error = parse_decimal(text, 10, 2).unwrap_err();
+            assert!(error.contains(says), "{text}: {error}");
+        }
     }
 
     #[test]

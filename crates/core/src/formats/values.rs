@@ -1,5 +1,6 @@
 //! `Values`: rows as SQL tuples, `(1, 'a', NULL), (2, 'b\'s', 3.5)`, as `INSERT ... VALUES`
 //! writes them. Only literals are taken: numbers, quoted strings, `NULL`, `true` and `false`.
+//! A number for a `decimal` column is read from its digits, never through a float.
 
 use arrow::array::RecordBatch;
 
@@ -8,7 +9,7 @@ use super::text::{self, Int};
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
-use crate::schema::TableSchema;
+use crate::schema::{ColumnType, TableSchema};
 
 /// Decodes a `Values` body into the table's columns.
 pub(crate) fn decode(
@@ -60,7 +61,10 @@ fn tuple(
         let value = match &literal {
             Literal::Null => Value::Null,
             Literal::Bool(b) => Value::Bool(*b),
-            Literal::Number(text) => number(text),
+            Literal::Number(text) => match columns.target_type(index) {
+                Some(ColumnType::Decimal { .. }) => Value::Text(text),
+                _ => number(text),
+            },
             Literal::Text(text) => Value::Text(text),
         };
         columns.put(index, value).map_err(|e| at_row(row, e))?;
@@ -224,7 +228,8 @@ mod tests {
 
     use super::*;
     use crate::formats::tests_support::*;
-    use crate::schema::{Column, ColumnType};
+    use crate::options::InputFormat;
+    use crate::schema::Column;
 
     fn schema() -> TableSchema {
         TableSchema::new(vec![
@@ -266,6 +271,53 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(error.starts_with(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn decimals_from_their_digits_and_uuids_and_json_from_strings() {
+        let body = format!(
+            "(-12.34, '{UUID_SENT}', '{{\"a\": [1, 2]}}'), (NULL, NULL, NULL), \
+             ('99999999.99', '{UUID_KEPT}', '\"it\\'s\"'), (1e2, NULL, 'null')"
+        );
+        let batch = decode_newer(InputFormat::Values, body.as_bytes()).unwrap();
+        let (d, u, j) = newer_rows(&batch);
+        assert_eq!(d, [Some(-1234), None, Some(9_999_999_999), Some(10_000)]);
+        assert_eq!(u, [Some(UUID_KEPT), None, Some(UUID_KEPT), None]);
+        assert_eq!(
+            j,
+            [
+                Some("{\"a\": [1, 2]}"),
+                None,
+                Some("\"it's\""),
+                Some("null")
+            ]
+        );
+        for (body, says) in [
+            (
+                "(0.1, NULL, NULL), (0.125, NULL, NULL)",
+                "row 2, column 'd': 0.125 has 3 digits after the point",
+            ),
+            (
+                "(-123456789.5, NULL, NULL)",
+                "row 1, column 'd': -123456789.5 has 9 digits before the point",
+            ),
+            (
+                "(NULL, 'not-a-uuid', NULL)",
+                "row 1, column 'u': 'not-a-uuid' is not a UUID",
+            ),
+            (
+                "(NULL, 7, NULL)",
+                "row 1, column 'u': the number 7 is not a UUID",
+            ),
+            (
+                "(NULL, NULL, 7)",
+                "row 1, column 'j': the number 7 is not JSON text",
+            ),
+            ("(NULL, NULL, '{')", "row 1, column 'j': not JSON"),
+        ] {
+            let error = decode_newer(InputFormat::Values, body.as_bytes()).unwrap_err();
+            assert!(error.starts_with(says), "{body}: {error}");
         }
     }
 }

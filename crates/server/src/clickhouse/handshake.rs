@@ -481,4 +481,35 @@ mod tests {
         let exists = answer(&Read::Exists("t".into()), None);
         assert_eq!(exists.rows, vec![vec![Cell::Number(0)]]);
     }
+
+    #[test]
+    fn describes_decimals_uuids_and_json_as_clickhouse_types() {
+        let layout = TableLayout {
+            columns: vec![
+                Column::new(
+                    "price",
+                    ColumnType::Decimal {
+                        precision: 38,
+                        scale: 10,
+                    },
+                )
+                .required(),
+                Column::new("id", ColumnType::Uuid).required(),
+                Column::new("doc", ColumnType::Json),
+            ],
+            partition_by: String::new(),
+            sort_by: vec![],
+        };
+        let result = answer(&Read::Describe("t".into()), Some(&layout));
+        let types: Vec<&Cell> = result.rows.iter().map(|row| &row[1]).collect();
+        // A `json` column's values are sent as text: every client can send a `String`.
+        assert_eq!(
+            types,
+            [
+                &Cell::Text("Decimal(38, 10)".into()),
+                &Cell::Text("UUID".into()),
+                &Cell::Text("Nullable(String)".into()),
+            ]
+        );
+    }
 }

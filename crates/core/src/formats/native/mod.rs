@@ -9,7 +9,8 @@
 //! - `read`: a column's bytes walked over or read into values.
 //!
 //! Each column's values go straight into the table's column, through the same range checks as
-//! in the other formats.
+//! in the other formats. A column whose type can never go into the table's (a UUID into a
+//! decimal, say) is refused before its values are read.
 
 mod read;
 mod types;
@@ -19,7 +20,7 @@ use arrow::array::RecordBatch;
 use self::read::{read_prefix, skip, visit};
 use self::types::NativeType;
 use super::at_row;
-use super::columns::{Columns, Value};
+use super::columns::{Columns, Value, can_take};
 use super::wire::Input;
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
@@ -162,7 +163,7 @@ impl Block<'_> {
             return Err(whole(self.differs(columns)));
         }
         for (index, expected) in self.names.iter().enumerate() {
-            let (name, _, ty) = column_header(input).map_err(whole)?;
+            let (name, ty_name, ty) = column_header(input).map_err(whole)?;
             if name != expected {
                 return Err(whole(self.differs(columns)));
             }
@@ -172,6 +173,11 @@ impl Block<'_> {
             };
             read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
             match table.target_type(index) {
+                Some(target) if ty.kind().is_some_and(|kind| !can_take(target, kind)) => {
+                    let e =
+                        format!("a {ty_name} value does not go into the table's {target} column");
+                    return Err(in_column((None, e)));
+                }
                 Some(target) => {
                     let put = &mut |_: usize, value: Value<'_>| table.push(index, value);
                     visit(&ty, input, self.rows, target, None, put).map_err(in_column)?;

@@ -3,12 +3,11 @@
 //! Every column starts with its prefix, the state of the types that keep one
 //! (`LowCardinality`'s key version), for the whole nested type, and then its data.
 
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::types::{NativeType, Scalar};
 use crate::formats::columns::Value;
-use crate::formats::wire::{Input, ticks_to_micros};
+use crate::formats::wire::{Input, decimal_integer, ticks_to_micros, uuid_from_bytes};
 use crate::schema::ColumnType;
 
 /// `LowCardinality`'s only key layout: each granule carries the keys it adds.
@@ -18,8 +17,8 @@ const NEEDS_GLOBAL_DICTIONARY: u64 = 1 << 8;
 const HAS_ADDITIONAL_KEYS: u64 = 1 << 9;
 const KNOWN_INDEX_FLAGS: u64 = 0xff | NEEDS_GLOBAL_DICTIONARY | HAS_ADDITIONAL_KEYS | 1 << 10;
 
-/// One value, borrowed or, when it had to be written out as text (a UUID, an address, a
-/// decimal, an Enum's name) or kept (a dictionary's key), owned.
+/// One value, borrowed or, when it had to be written out as text (an address, an Enum's name,
+/// a wide integer) or kept (a dictionary's key), owned.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell<'a> {
     Value(Value<'a>),
@@ -250,6 +249,8 @@ fn owned(value: Value<'_>) -> Cell<'static> {
         Value::Float(f) => Cell::Value(Value::Float(f)),
         Value::Days(d) => Cell::Value(Value::Days(d)),
         Value::Micros(m) => Cell::Value(Value::Micros(m)),
+        Value::Decimal(unscaled, scale) => Cell::Value(Value::Decimal(unscaled, scale)),
+        Value::Uuid(id) => Cell::Value(Value::Uuid(id)),
     }
 }
 
@@ -355,14 +356,14 @@ fn scalar_cell<'a>(scalar: &Scalar, bytes: &[u8], target: ColumnType) -> Result<
         Scalar::DateTime64(precision) => {
             ticks_to_micros(i64::from_le_bytes(fixed(bytes)), *precision)?
         }
-        Scalar::Uuid => return Ok(Cell::Text(uuid_text(bytes))),
+        Scalar::Uuid => Value::Uuid(uuid_from_bytes(fixed(bytes))),
         Scalar::Ipv4 => {
             return Ok(Cell::Text(
                 Ipv4Addr::from(u32::from_le_bytes(fixed(bytes))).to_string(),
             ));
         }
         Scalar::Ipv6 => return Ok(Cell::Text(Ipv6Addr::from(fixed::<16>(bytes)).to_string())),
-        Scalar::Decimal { width, scale } => return decimal_text(bytes, *width, *scale),
+        Scalar::Decimal { scale, .. } => Value::Decimal(decimal_integer(bytes)?, *scale),
         Scalar::Enum { width, names } => {
             let value = if *width == 1 {
                 i16::from(bytes[0] as i8)
@@ -420,47 +421,4 @@ fn int256<'a>(scalar: &Scalar, bytes: &[u8]) -> Result<Cell<'a>, String> {
     } else {
         wide_uint(u128::from_le_bytes(fixed(low)))
     })
-}
-
-/// A UUID in its canonical text: the high half is sent first, each half little-endian.
-fn uuid_text(bytes: &[u8]) -> String {
-    let high = u64::from_le_bytes(fixed(&bytes[..8]));
-    let low = u64::from_le_bytes(fixed(&bytes[8..]));
-    let hex = format!("{high:016x}{low:016x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
-/// A decimal as text, its integer scaled by 10^-scale.
-fn decimal_text<'a>(bytes: &[u8], width: usize, scale: u32) -> Result<Cell<'a>, String> {
-    let unscaled: i128 = match width {
-        4 => i128::from(i32::from_le_bytes(fixed(bytes))),
-        8 => i128::from(i64::from_le_bytes(fixed(bytes))),
-        16 => i128::from_le_bytes(fixed(bytes)),
-        _ => match int256(&Scalar::Int256, bytes)? {
-            Cell::Value(Value::Int(n)) => i128::from(n),
-            Cell::Value(Value::UInt(n)) => i128::from(n),
-            _ => return Err("a Decimal256 past 128 bits does not fit any sluice column".to_owned()),
-        },
-    };
-    let digits = unscaled.unsigned_abs().to_string();
-    let scale = scale as usize;
-    let mut text = String::with_capacity(digits.len() + 3);
-    if unscaled < 0 {
-        text.push('-');
-    }
-    if scale == 0 {
-        text.push_str(&digits);
-    } else {
-        let padded = format!("{digits:0>width$}", width = scale + 1);
-        let (whole, fraction) = padded.split_at(padded.len() - scale);
-        let _ = write!(text, "{whole}.{fraction}");
-    }
-    Ok(Cell::Text(text))
 }

@@ -1,6 +1,9 @@
 //! ClickHouse type names as a Native block declares them, parsed into how their column data is
 //! laid out.
 
+use crate::formats::columns::Kind;
+use crate::formats::wire::decimal_width;
+
 /// How deep types may nest (`Array(Array(...))`): deeper names are refused, so a hostile name
 /// cannot exhaust the stack.
 const MAX_DEPTH: usize = 16;
@@ -66,7 +69,7 @@ pub(crate) enum Scalar {
     /// A signed integer of `width` bytes, scaled by 10^-scale.
     Decimal {
         width: usize,
-        scale: u32,
+        scale: u8,
     },
     /// An `Int8` or `Int16` (by `width`) standing for one of the names.
     Enum {
@@ -95,6 +98,37 @@ impl NativeType {
     /// Parses a type name as ClickHouse writes it.
     pub(crate) fn parse(name: &str) -> Result<Self, String> {
         parse_at(name, 0)
+    }
+
+    /// The kind of values a column of this type gives, for
+    /// [`crate::formats::columns::can_take`]; `None` for one judged only value by value.
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        Some(match self {
+            Self::Nullable(inner) | Self::LowCardinality(inner) => return inner.kind(),
+            Self::String | Self::FixedString(_) => Kind::Text,
+            Self::Array(_) | Self::Map(..) | Self::Tuple(_) | Self::Nothing => return None,
+            Self::Scalar(scalar) => match scalar {
+                Scalar::Bool => Kind::Bool,
+                Scalar::Int8
+                | Scalar::Int16
+                | Scalar::Int32
+                | Scalar::Int64
+                | Scalar::Int128
+                | Scalar::Int256
+                | Scalar::UInt8
+                | Scalar::UInt16
+                | Scalar::UInt32
+                | Scalar::UInt64
+                | Scalar::UInt128
+                | Scalar::UInt256 => Kind::Whole,
+                Scalar::Float32 | Scalar::Float64 => Kind::Float,
+                Scalar::Date | Scalar::Date32 => Kind::Date,
+                Scalar::DateTime | Scalar::DateTime64(_) => Kind::Time,
+                Scalar::Uuid => Kind::Uuid,
+                Scalar::Decimal { .. } => Kind::Decimal,
+                Scalar::Ipv4 | Scalar::Ipv6 | Scalar::Enum { .. } => Kind::Other,
+            },
+        })
     }
 }
 
@@ -224,23 +258,14 @@ fn parse_number(text: &str) -> Result<u32, String> {
 }
 
 fn decimal(precision: u32, scale: u32) -> Result<Scalar, String> {
-    let width = match precision {
-        1..=9 => 4,
-        10..=18 => 8,
-        19..=38 => 16,
-        39..=76 => 32,
-        _ => {
-            return Err(format!(
-                "a Decimal's precision must be from 1 to 76, not {precision}"
-            ));
-        }
-    };
-    if scale > precision {
-        return Err(format!(
+    let width = decimal_width(precision)
+        .ok_or_else(|| format!("a Decimal's precision must be from 1 to 76, not {precision}"))?;
+    match u8::try_from(scale) {
+        Ok(scale) if u32::from(scale) <= precision => Ok(Scalar::Decimal { width, scale }),
+        _ => Err(format!(
             "a Decimal's scale {scale} exceeds its precision {precision}"
-        ));
+        )),
     }
-    Ok(Scalar::Decimal { width, scale })
 }
 
 /// `'a' = 1, 'b' = 2` (or `'a', 'b'`, numbered from 1) into values and names.

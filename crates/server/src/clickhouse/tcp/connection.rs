@@ -644,15 +644,21 @@ fn sample_block(
 /// The type a column is announced in: its ClickHouse type, or `String` for a type an old
 /// client may not know, whose text sluice then reads as the column's type. `DateTime64`,
 /// `Date32` and `Bool` all came by ClickHouse 21.12, at revision 54452; a client older by both
-/// its version and its revision (Debian's 18.16) gets `String` for them.
+/// its version and its revision (Debian's 18.16) gets `String` for them. `Decimal` and `UUID`
+/// are older: 18.16, at revision 54412, sends both in their binary layouts, and only a client
+/// older still gets `String` for them. A `json` column is `String` for every client.
 fn type_for_client(ty: ColumnType, hello: &Hello) -> std::borrow::Cow<'static, str> {
     const WITH_NEWER_TYPES: (u64, (u64, u64)) = (54452, (21, 12));
-    let old = hello.revision < WITH_NEWER_TYPES.0 && hello.version < WITH_NEWER_TYPES.1;
-    let newer = matches!(
-        ty,
-        ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool
-    );
-    if newer && old {
+    const WITH_DECIMAL_AND_UUID: (u64, (u64, u64)) = (54412, (18, 16));
+    let older_than = |(revision, version): (u64, (u64, u64))| {
+        hello.revision < revision && hello.version < version
+    };
+    let unknown = match ty {
+        ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool => older_than(WITH_NEWER_TYPES),
+        ColumnType::Decimal { .. } | ColumnType::Uuid => older_than(WITH_DECIMAL_AND_UUID),
+        _ => false,
+    };
+    if unknown {
         "String".into()
     } else {
         ty.clickhouse_name()
@@ -661,7 +667,87 @@ fn type_for_client(ty: ColumnType, hello: &Hello) -> std::borrow::Cow<'static, s
 
 #[cfg(test)]
 mod tests {
+    use sluice_core::Column;
+
     use super::*;
+
+    fn hello(version: (u64, u64), revision: u64) -> Hello {
+        Hello {
+            client_name: "ClickHouse client".into(),
+            version,
+            revision,
+            database: String::new(),
+            user: "default".into(),
+            password: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_client_is_told_the_types_it_knows() {
+        let decimal = ColumnType::Decimal {
+            precision: 20,
+            scale: 4,
+        };
+        let types = [
+            ColumnType::Timestamp,
+            decimal,
+            ColumnType::Uuid,
+            ColumnType::Json,
+        ];
+        let announced = |hello: &Hello| -> Vec<String> {
+            types
+                .iter()
+                .map(|ty| type_for_client(*ty, hello).into_owned())
+                .collect()
+        };
+        assert_eq!(
+            announced(&hello((24, 8), 54472)),
+            ["DateTime64(6, 'UTC')", "Decimal(20, 4)", "UUID", "String"]
+        );
+        // Debian's clickhouse-client 18.16 knows Decimal and UUID, not DateTime64.
+        assert_eq!(
+            announced(&hello((18, 16), 54412)),
+            ["String", "Decimal(20, 4)", "UUID", "String"]
+        );
+        assert_eq!(
+            announced(&hello((18, 10), 54405)),
+            ["String", "String", "String", "String"]
+        );
+    }
+
+    #[test]
+    fn the_sample_block_names_the_columns_in_their_types() {
+        let layout = TableLayout {
+            columns: vec![
+                Column::new(
+                    "price",
+                    ColumnType::Decimal {
+                        precision: 9,
+                        scale: 2,
+                    },
+                )
+                .required(),
+                Column::new("id", ColumnType::Uuid),
+                Column::new("doc", ColumnType::Json),
+            ],
+            partition_by: String::new(),
+            sort_by: vec![],
+        };
+        let block = sample_block(&layout, None, &hello((18, 16), 54412)).unwrap();
+        let mut expected = Vec::new();
+        packets::write_block_header(&mut expected, 3, 0);
+        for text in [
+            "price",
+            "Decimal(9, 2)",
+            "id",
+            "Nullable(UUID)",
+            "doc",
+            "Nullable(String)",
+        ] {
+            packets::string(&mut expected, text);
+        }
+        assert_eq!(block, expected);
+    }
 
     #[test]
     fn while_stopping_a_connection_closes_after_a_query_and_never_inside_a_packet() {
