@@ -137,6 +137,10 @@ pub struct CompactionArgs {
     /// each side's time is its median.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
     runs: u64,
+    /// The rows: `api` (seed 000's API events) or `otel` (OpenTelemetry log records, with
+    /// json resource and attributes).
+    #[arg(long, default_value = "api")]
+    events: sluice_lab::compaction::Events,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
@@ -867,6 +871,7 @@ async fn run_compaction(args: CompactionArgs) -> Result<ExitCode> {
         seed: 42,
         zstd_inputs: args.zstd_inputs,
         runs: args.runs as usize,
+        events: args.events,
     };
     let report = compaction::run(&config, &|step| eprintln!("{step} ..."))
         .await

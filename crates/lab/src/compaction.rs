@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use arrow::array::RecordBatch;
 use serde::Serialize;
 use sluice_core::compaction::CompactionPolicy;
 use sluice_core::{Column, ColumnType, FlushPolicy, TableDef, TableLayout, TableName};
@@ -22,6 +23,7 @@ use sluice_sinks::lake::{in_landing_order, live_files};
 use sluice_sinks::{LakeConfig, LakeSink};
 
 use crate::events::{EventGen, schema};
+use crate::otel::{self, OtelGen};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -41,6 +43,64 @@ pub struct CompactionLabConfig {
     pub zstd_inputs: bool,
     /// Runs of each side, alternated (at least 1).
     pub runs: usize,
+    /// The rows: seed 000's API events, or OpenTelemetry log records.
+    pub events: Events,
+}
+
+/// Which rows the data set holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Events {
+    /// Seed 000's API events: eight scalar columns.
+    Api,
+    /// OpenTelemetry log records, their resource and attributes `json` columns.
+    Otel,
+}
+
+impl std::str::FromStr for Events {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "api" => Ok(Events::Api),
+            "otel" => Ok(Events::Otel),
+            other => Err(format!("unknown events '{other}': api or otel")),
+        }
+    }
+}
+
+impl Events {
+    /// The table the rows land in, unpartitioned, unsorted (as the files come).
+    fn table(self) -> Result<TableDef, String> {
+        let fields = match self {
+            Events::Api => schema(),
+            Events::Otel => otel::schema(),
+        };
+        let columns = fields
+            .fields()
+            .iter()
+            .map(|f| {
+                let ty = ColumnType::from_field(f)
+                    .ok_or_else(|| format!("no column type for {}", f.data_type()))?;
+                Ok(Column::new(f.name().clone(), ty).required())
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let layout = TableLayout {
+            columns,
+            partition_by: String::new(),
+            sort_by: Vec::new(),
+        };
+        let name = TableName::new("events").map_err(|e| e.to_string())?;
+        TableDef::new(name, layout, FlushPolicy::default()).map_err(|e| e.to_string())
+    }
+
+    /// `rows` rows from `seed`, as one batch.
+    fn batch(self, seed: u64, rows: usize) -> RecordBatch {
+        match self {
+            Events::Api => EventGen::new(seed).batch(rows),
+            Events::Otel => OtelGen::new(seed).batch(rows),
+        }
+    }
 }
 
 /// One side's figures.
@@ -67,6 +127,8 @@ pub struct CompactionLabReport {
     pub bytes_in: u64,
     /// The input files' codec.
     pub input_codec: String,
+    /// The rows.
+    pub events: Events,
     /// sluice's compactor.
     pub sluice: Side,
     /// pyarrow's dataset writer, when it ran.
@@ -145,6 +207,7 @@ pub async fn run(
         files_in: inputs.files_in,
         bytes_in: inputs.bytes_in,
         input_codec: if config.zstd_inputs { "zstd" } else { "lz4" }.to_owned(),
+        events: config.events,
         speedup: pyarrow.as_ref().map(|p| p.seconds / sluice.seconds),
         sluice,
         pyarrow,
@@ -175,10 +238,10 @@ struct Inputs {
 async fn prepare(config: &CompactionLabConfig, progress: &dyn Fn(&str)) -> Result<Inputs, String> {
     remove_dir(&config.dir)?;
     let lake_dir = config.dir.join("lake");
-    let table = events_table()?;
+    let table = config.events.table()?;
 
     progress("writing the small files");
-    let data = EventGen::new(config.seed).batch(config.rows);
+    let data = config.events.batch(config.seed, config.rows);
     let batches: Vec<_> = (0..config.rows)
         .step_by(config.rows_per_file)
         .map(|start| data.slice(start, config.rows_per_file.min(config.rows - start)))
@@ -321,26 +384,6 @@ fn settle() {
     }
 }
 
-/// The seed's eight columns as a sluice table, unpartitioned, unsorted (as the files come).
-fn events_table() -> Result<TableDef, String> {
-    let columns = schema()
-        .fields()
-        .iter()
-        .map(|f| {
-            let ty = ColumnType::from_arrow(f.data_type())
-                .ok_or_else(|| format!("no column type for {}", f.data_type()))?;
-            Ok(Column::new(f.name().clone(), ty).required())
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let layout = TableLayout {
-        columns,
-        partition_by: String::new(),
-        sort_by: Vec::new(),
-    };
-    let name = TableName::new("events").map_err(|e| e.to_string())?;
-    TableDef::new(name, layout, FlushPolicy::default()).map_err(|e| e.to_string())
-}
-
 fn run_pyarrow(python: &Path, list: &Path, out: &Path) -> Result<Side, String> {
     let output = Command::new(python)
         .args(["-c", PYARROW])
@@ -383,6 +426,7 @@ mod tests {
             seed: 7,
             zstd_inputs: false,
             runs: 2,
+            events: Events::Api,
         };
         let report = run(&config, &|_| {}).await.unwrap();
         assert_eq!((report.files_in, report.sluice.files_out), (50, 1));

@@ -706,3 +706,16 @@ fn shards_lands_every_way_and_in_turn_makes_a_part_per_flush_on_one_shard() {
     // By key, every flush reaches both shards; in turn, one: fewer parts for the same rows.
     assert!(parts(&results[3]) < parts(&results[2]), "{report}");
 }
+
+#[test]
+fn decode_measures_nested_and_flat_rows() {
+    let (ok, report) = crate::common::run_json(&["lab", "decode", "--rows", "5000", "--runs", "1"]);
+    assert!(ok, "{report}");
+    for shape in ["flat", "nested"] {
+        assert_eq!(report[shape]["rows"], 5000, "{report}");
+        let rows_per_s = report[shape]["rows_per_s"].as_f64().unwrap_or(0.0);
+        assert!(rows_per_s > 0.0, "{report}");
+    }
+    let ratio = report["bytes_ratio"].as_f64().unwrap_or(0.0);
+    assert!(ratio > 0.0, "{report}");
+}

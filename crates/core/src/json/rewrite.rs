@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use serde_json::value::RawValue;
 
 use super::check::ToRewrite;
@@ -50,7 +50,7 @@ pub(crate) fn rewrite(
         .fields()
         .iter()
         .filter(|f| null_as_default && !f.is_nullable())
-        .map(|f| (f.name().as_str(), default_of(f.data_type())))
+        .map(|f| (f.name().as_str(), default_of(f)))
         .collect();
     let mut rewritten = HashMap::with_capacity(in_seconds.len() + with_json.len());
     let mut json_spans = with_json.iter().peekable();
@@ -107,9 +107,15 @@ fn holds_null(row: &Framed<'_>) -> bool {
     row.text.windows(4).any(|w| w == b"null")
 }
 
-/// A type's default as ClickHouse stores one for a null, as JSON arrow-json reads for it.
-fn default_of(data_type: &DataType) -> &'static str {
-    match data_type {
+/// A type's default as ClickHouse stores one for a null, as JSON arrow-json reads for it: the
+/// nil UUID for a `uuid`, an empty object for a `json` column (as the other formats give).
+fn default_of(field: &Field) -> &'static str {
+    match ColumnType::from_field(field) {
+        Some(ColumnType::Uuid) => return "\"00000000-0000-0000-0000-000000000000\"",
+        Some(ColumnType::Json) => return "\"{}\"",
+        _ => {}
+    }
+    match field.data_type() {
         DataType::Boolean => "false",
         DataType::Utf8 | DataType::LargeUtf8 => "\"\"",
         DataType::Date32 | DataType::Date64 => "\"1970-01-01\"",
@@ -237,6 +243,30 @@ mod tests {
         let noon = 1_795_953_600_000_000;
         assert_eq!(read(JsonDialect::ClickHouse), (noon, noon));
         assert_eq!(read(JsonDialect::ClickHouseMicros), (1_795_953_600, noon));
+    }
+
+    #[test]
+    fn a_null_for_a_required_uuid_or_json_is_the_nil_uuid_or_an_empty_object() {
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Uuid).required(),
+            Column::new("doc", ColumnType::Json).required(),
+            Column::new("amount", ColumnType::decimal(10, 2).unwrap()).required(),
+        ])
+        .unwrap();
+        let options = DecodeOptions {
+            dialect: JsonDialect::ClickHouse,
+            null_as_default: true,
+            ..DecodeOptions::default()
+        };
+        let body = b"{\"id\": null, \"doc\": null, \"amount\": null}";
+        let batch = crate::formats::decode(&schema, body, &options).unwrap();
+        let text = |i: usize| batch.column(i).as_string::<i32>().value(0).to_owned();
+        assert_eq!(text(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(text(1), "{}");
+        let amount = batch
+            .column(2)
+            .as_primitive::<arrow::datatypes::Decimal128Type>();
+        assert_eq!(amount.value(0), 0);
     }
 
     #[test]
