@@ -12,13 +12,17 @@
 //!   (inferred or remembered layouts never change a table), or when it may not be null and
 //!   the store cannot give the rows it holds a value for it;
 //! - a column of the store's table that the layout lacks, when it may not be null and has no
-//!   default: no insert could fill it.
+//!   default: no insert could fill it;
+//! - a `decimal`, `uuid` or `json` column whose type in the store would not keep every value
+//!   exactly ([`Abilities::holds`]).
 //!
-//! Types are not compared: each store converts or refuses values its own way, and a batch it
-//! refuses goes to the dead-letter folder with the store's words.
+//! Only those three types are compared. A store would change their values without a word: round
+//! a decimal to a column's smaller scale, or read `1.50` sent as text into a number column as
+//! `1.5`. A store refuses a value of the other types that its column cannot take, and the batch
+//! goes to the dead-letter folder with the store's words.
 
 use arrow::datatypes::Field;
-use sluice_core::{SinkError, TableDef};
+use sluice_core::{ColumnType, SinkError, TableDef};
 
 /// A column of a table as the store describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +37,8 @@ pub(crate) struct StoreColumn {
     /// have to rebuild the table) and ClickHouse (a mutation rewriting every part), a primary
     /// key's column or an identity in PostgreSQL.
     pub(crate) keeps_not_null: bool,
+    /// Its type, as the store spells it (`numeric(12,2)`, `Nullable(Decimal(12, 2))`, `TEXT`).
+    pub(crate) ty: String,
 }
 
 /// What a store can do to a table that exists.
@@ -43,6 +49,35 @@ pub(crate) struct Abilities {
     /// It can add a column that may not be null: the rows it holds get the type's default
     /// (ClickHouse).
     pub(crate) adds_required: bool,
+    /// Whether a column of the store's type (as the store spells it) keeps every value of a
+    /// layout's type exactly; why not, when it does not. Asked only of `decimal`, `uuid` and
+    /// `json` columns.
+    pub(crate) holds: fn(ColumnType, &str) -> Result<(), String>,
+}
+
+/// Whether `decimal(store_precision, store_scale)` holds every value of `decimal(precision,
+/// scale)` exactly: as many digits after the point or more, and as many before it or more.
+pub(crate) fn decimal_holds(
+    (precision, scale): (u8, u8),
+    (store_precision, store_scale): (u8, u8),
+) -> Result<(), String> {
+    if store_scale < scale {
+        return Err(format!(
+            "it keeps {store_scale} digits after the point, the layout's decimal({precision}, \
+             {scale}) {scale}: the store would round them or refuse them"
+        ));
+    }
+    let (before, store_before) = (
+        precision - scale,
+        store_precision.saturating_sub(store_scale),
+    );
+    if store_before < before {
+        return Err(format!(
+            "it holds {store_before} digits before the point, the layout's decimal({precision}, \
+             {scale}) {before}: the store would refuse the larger values"
+        ));
+    }
+    Ok(())
 }
 
 /// The changes that bring a store's table to a layout, in the layout's column order.
@@ -124,8 +159,23 @@ pub(crate) fn plan<'a>(
     };
     let fields = table.schema().arrow().fields();
     let mut fit = Fit::default();
-    for field in fields {
-        match existing.iter().find(|c| same(&c.name, field.name())) {
+    for (field, layout) in fields.iter().zip(table.schema().columns()) {
+        let found = existing.iter().find(|c| same(&c.name, field.name()));
+        if let Some(column) = found
+            && matches!(
+                layout.ty,
+                ColumnType::Decimal { .. } | ColumnType::Uuid | ColumnType::Json
+            )
+        {
+            (can.holds)(layout.ty, &column.ty).map_err(|why| {
+                refuse(format!(
+                    "its column '{}' is {}, which does not keep every {} value exactly: {why}; \
+                     change the column's type in the store, or the layout's",
+                    column.name, column.ty, layout.ty
+                ))
+            })?;
+        }
+        match found {
             Some(column) if column.not_null && field.is_nullable() => {
                 if table.is_declared() && !column.keeps_not_null {
                     fit.relax.push(field);
@@ -176,6 +226,7 @@ mod tests {
     const SQL: Abilities = Abilities {
         any_case: false,
         adds_required: false,
+        holds: |_, _| Ok(()),
     };
 
     fn table(declared: bool) -> TableDef {
@@ -199,6 +250,7 @@ mod tests {
             required: not_null && !default,
             not_null,
             keeps_not_null: false,
+            ty: "text".into(),
         }
     }
 
@@ -273,6 +325,78 @@ mod tests {
             error.message.contains("no column 'note'") && error.message.contains("[tables.t]"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn new_types_must_fit_the_store_column_exactly() {
+        let layout = TableLayout {
+            columns: vec![
+                Column::new("id", ColumnType::Uuid).required(),
+                Column::new(
+                    "amount",
+                    ColumnType::Decimal {
+                        precision: 12,
+                        scale: 2,
+                    },
+                ),
+                Column::new("note", ColumnType::String),
+            ],
+            partition_by: String::new(),
+            sort_by: vec![],
+        };
+        let def = TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default())
+            .unwrap()
+            .declared();
+        let typed = |ty: &str| StoreColumn {
+            ty: ty.into(),
+            ..column("amount", false, false)
+        };
+        // A store whose numeric columns are spelled `numeric(p,s)`.
+        let numeric = Abilities {
+            holds: |ty, store| match (ty, store.strip_prefix("numeric(")) {
+                (ColumnType::Decimal { precision, scale }, Some(rest)) => {
+                    let (p, s) = rest.trim_end_matches(')').split_once(',').unwrap();
+                    decimal_holds((precision, scale), (p.parse().unwrap(), s.parse().unwrap()))
+                }
+                (ColumnType::Decimal { .. }, None) => Err("not a number type".into()),
+                _ => Ok(()),
+            },
+            ..SQL
+        };
+        let with = |amount: StoreColumn| {
+            let existing = [
+                column("id", true, false),
+                amount,
+                column("note", false, false),
+            ];
+            plan("sql", &def, &existing, numeric)
+        };
+        for wider in ["numeric(12,2)", "numeric(14,4)", "numeric(38,2)"] {
+            assert!(with(typed(wider)).unwrap().is_empty(), "{wider}");
+        }
+        let rounds = with(typed("numeric(12,1)")).unwrap_err();
+        assert!(
+            rounds.message.contains("column 'amount' is numeric(12,1)")
+                && rounds.message.contains("decimal(12, 2)")
+                && rounds.message.contains("keeps 1 digits after the point"),
+            "{rounds}"
+        );
+        let narrow = with(typed("numeric(11,2)")).unwrap_err();
+        assert!(
+            narrow.message.contains("holds 9 digits before the point"),
+            "{narrow}"
+        );
+        assert!(!narrow.is_retriable());
+        // Only the new types are judged: a string column into anything, as before.
+        let existing = [
+            column("id", true, false),
+            typed("numeric(12,2)"),
+            StoreColumn {
+                ty: "numeric(1,0)".into(),
+                ..column("note", false, false)
+            },
+        ];
+        assert!(plan("sql", &def, &existing, numeric).unwrap().is_empty());
     }
 
     #[test]

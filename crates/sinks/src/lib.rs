@@ -9,7 +9,9 @@
 //!   once.
 //! - [`ledger`]: the ledger the database sinks keep.
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
-//! - `fit`: how the database sinks fit a table that exists to its layout (columns added).
+//! - `fit`: how the database sinks fit a table that exists to its layout (columns added, the
+//!   types of decimal, uuid and json columns checked).
+//! - `values`: the check of a flush's decimals every database sink makes before writing them.
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //! - `writer`: this data directory's writer identity (`_sluice/writer-id`), which the lake's
 //!   commits and the database sinks' ledgers go by.
@@ -26,6 +28,7 @@ pub mod lake;
 pub mod ledger;
 pub mod postgres;
 pub mod sqlite;
+pub(crate) mod values;
 pub(crate) mod writer;
 
 pub use catalog::FileCatalog;

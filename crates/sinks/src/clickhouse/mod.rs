@@ -12,6 +12,9 @@
 //! | `string` | `String` |
 //! | `date` | `Date` (1970-01-01 to 2149-06-06) |
 //! | `timestamp` | `DateTime('UTC')`: whole seconds, the fraction is dropped (18.16 has no `DateTime64`); 1970 to 2106 |
+//! | `decimal(p, s)` | `Decimal(p, s)`, sent as a JSON number with every digit |
+//! | `uuid` | `UUID` |
+//! | `json` | `String`, the text as sent (18.16 has no JSON type) |
 //!
 //! Nullable columns are `Nullable(T)`; ClickHouse cannot partition or sort by them, so such a
 //! table is refused at start with the column's name. A missing table is created as

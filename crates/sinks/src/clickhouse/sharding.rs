@@ -13,10 +13,12 @@ use arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::DataType;
 use siphasher::sip::SipHasher24;
-use sluice_core::TableDef;
+use sluice_core::{ColumnType, TableDef};
 
 /// Checks that `table` can be sharded by `key`: a column that is never null (ClickHouse's
 /// `sipHash64` of a null is null, which picks no shard), of an integer, `bool` or `string` type.
+/// ClickHouse 18.16's `sipHash64` takes no `UUID` or `Decimal`, and a `json` column's text is
+/// no key a `Distributed` table would shard by.
 pub(crate) fn check_key(table: &TableDef, key: &str) -> Result<(), String> {
     let name = table.name();
     let field = table
@@ -31,10 +33,12 @@ pub(crate) fn check_key(table: &TableDef, key: &str) -> Result<(), String> {
              with nullable = false"
         ));
     }
-    if byte_width(field.data_type()).is_none() && field.data_type() != &DataType::Utf8 {
+    let text = ColumnType::from_field(&field) == Some(ColumnType::String);
+    if byte_width(field.data_type()).is_none() && !text {
         return Err(format!(
             "table {name}: the shard key '{key}' is {}; shard by an integer, bool or string column",
-            field.data_type()
+            ColumnType::from_field(&field)
+                .map_or_else(|| field.data_type().to_string(), |t| t.to_string())
         ));
     }
     Ok(())
@@ -168,6 +172,35 @@ mod tests {
         }
         assert_eq!(seen, 100);
         assert!(split.iter().filter(|b| !b.is_empty()).count() > 1);
+    }
+
+    #[test]
+    fn keys_clickhouse_cannot_hash_are_refused() {
+        use sluice_core::{Column, FlushPolicy, TableLayout, TableName};
+        let table = |ty: ColumnType| {
+            let layout = TableLayout {
+                columns: vec![Column::new("k", ty).required()],
+                partition_by: String::new(),
+                sort_by: vec![],
+            };
+            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap()
+        };
+        for ty in [ColumnType::Int32, ColumnType::Bool, ColumnType::String] {
+            assert_eq!(check_key(&table(ty), "k"), Ok(()), "{ty}");
+        }
+        let decimal = ColumnType::Decimal {
+            precision: 10,
+            scale: 2,
+        };
+        for ty in [
+            ColumnType::Uuid,
+            ColumnType::Json,
+            decimal,
+            ColumnType::Float64,
+        ] {
+            let error = check_key(&table(ty), "k").unwrap_err();
+            assert!(error.contains(&format!("is {ty};")), "{error}");
+        }
     }
 
     #[test]

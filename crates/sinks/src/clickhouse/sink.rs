@@ -19,7 +19,7 @@ use super::client::{ChError, Client, TOO_MANY_PARTS, UNKNOWN_TABLE, gzip};
 use super::config::ClickHouseConfig;
 use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
 use super::sharding;
-use super::types::{column_ddl, literal, ndjson, prepare, quote};
+use super::types::{column_ddl, holds, literal, ndjson, prepare, quote};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
@@ -268,6 +268,7 @@ impl ClickHouseSink {
         let can = Abilities {
             any_case: false,
             adds_required: true,
+            holds,
         };
         let existing = self.store_columns(server, name).await?;
         let fit = fit::plan(SINK, table, &existing, can)?;
@@ -331,6 +332,7 @@ impl ClickHouseSink {
                     required: false,
                     not_null: !ty.starts_with("Nullable("),
                     keeps_not_null: true,
+                    ty: ty.to_owned(),
                 })
             })
             .collect()

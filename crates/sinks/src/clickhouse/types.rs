@@ -1,9 +1,19 @@
 //! Arrow types as ClickHouse types, and batches made ready for `JSONEachRow`.
+//!
+//! A `decimal(p, s)` is ClickHouse's `Decimal(p, s)`, a `uuid` its `UUID`, a `json` value a
+//! `String` holding the text it was sent as (ClickHouse 18.16 has no JSON type). In
+//! `JSONEachRow` a decimal goes as a JSON number with every digit of its scale (arrow-json
+//! writes Arrow's text of it, unquoted), which ClickHouse 18.16 reads digit by digit, exactly:
+//! it refuses a decimal in quotes. A UUID and a JSON value go as JSON strings.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampMicrosecondType};
+use sluice_core::ColumnType;
+
+use crate::fit;
 
 /// The last second ClickHouse's `DateTime` (a `UInt32` of seconds) can hold: 2106-02-07 06:28:15.
 const DATETIME_MAX: i64 = u32::MAX as i64;
@@ -11,8 +21,56 @@ const DATETIME_MAX: i64 = u32::MAX as i64;
 /// The last day ClickHouse's `Date` (a `UInt16` of days) can hold: 2149-06-06.
 const DATE_MAX: i32 = u16::MAX as i32;
 
+/// The ClickHouse type of a layout's column, without `Nullable`.
+pub(crate) fn ch_type(field: &Field) -> Result<Cow<'static, str>, String> {
+    Ok(match ColumnType::from_field(field) {
+        Some(ColumnType::Decimal { precision, scale }) => {
+            Cow::Owned(format!("Decimal({precision}, {scale})"))
+        }
+        Some(ColumnType::Uuid) => Cow::Borrowed("UUID"),
+        Some(ColumnType::Json) => Cow::Borrowed("String"),
+        _ => Cow::Borrowed(arrow_ch_type(field.data_type())?),
+    })
+}
+
+/// Whether a column of ClickHouse type `store` (as `system.columns` spells it) keeps every
+/// value of a layout's `ty` exactly, as `JSONEachRow` carries it ([`fit`]'s question).
+pub(crate) fn holds(ty: ColumnType, store: &str) -> Result<(), String> {
+    let mut store = store;
+    for wrapper in ["Nullable(", "LowCardinality("] {
+        if let Some(inner) = store
+            .strip_prefix(wrapper)
+            .and_then(|s| s.strip_suffix(')'))
+        {
+            store = inner;
+        }
+    }
+    match ty {
+        ColumnType::Decimal { precision, scale } => {
+            let declared = store
+                .strip_prefix("Decimal(")
+                .and_then(|rest| rest.strip_suffix(')'))
+                .and_then(|args| args.split_once(','))
+                .and_then(|(p, s)| Some((p.trim().parse().ok()?, s.trim().parse().ok()?)));
+            match declared {
+                Some(declared) => fit::decimal_holds((precision, scale), declared),
+                None => Err(
+                    "sluice sends a decimal as a JSON number, which only a Decimal \
+                             column reads exactly"
+                        .into(),
+                ),
+            }
+        }
+        ColumnType::Uuid if matches!(store, "UUID" | "String") => Ok(()),
+        ColumnType::Uuid => Err("sluice sends a uuid into UUID or String".into()),
+        ColumnType::Json if store == "String" => Ok(()),
+        ColumnType::Json => Err("sluice sends json as its text, into String".into()),
+        _ => Ok(()),
+    }
+}
+
 /// The ClickHouse type for an Arrow type, without `Nullable`.
-pub(crate) fn ch_type(data_type: &DataType) -> Result<&'static str, String> {
+fn arrow_ch_type(data_type: &DataType) -> Result<&'static str, String> {
     Ok(match data_type {
         DataType::Boolean | DataType::UInt8 => "UInt8",
         DataType::Int8 => "Int8",
@@ -33,7 +91,7 @@ pub(crate) fn ch_type(data_type: &DataType) -> Result<&'static str, String> {
 
 /// A column's definition in `CREATE TABLE`.
 pub(crate) fn column_ddl(field: &Field) -> Result<String, String> {
-    let ty = ch_type(field.data_type())?;
+    let ty = ch_type(field)?;
     Ok(if field.is_nullable() {
         format!("{} Nullable({ty})", quote(field.name()))
     } else {
@@ -54,8 +112,10 @@ pub(crate) fn literal(text: &str) -> String {
 /// The batch as ClickHouse reads it from `JSONEachRow`: timestamps become whole seconds since the
 /// epoch (`DateTime` has no fraction in ClickHouse 18.16; the fraction is dropped), and values
 /// outside what `DateTime` and `Date` can hold are refused with the column and row rather than
-/// wrapped around silently.
+/// wrapped around silently, as is a decimal wider than its precision, whose text would lose
+/// digits.
 pub(crate) fn prepare(batch: &RecordBatch) -> Result<RecordBatch, String> {
+    crate::values::check_decimals(batch)?;
     let schema = batch.schema();
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -173,6 +233,93 @@ mod tests {
         let day = Date32Array::from(vec![DATE_MAX + 1]);
         let error = prepare(&batch(vec![("day", Arc::new(day) as ArrayRef)])).unwrap_err();
         assert!(error.contains("column 'day', row 1"), "{error}");
+    }
+
+    #[test]
+    fn decimals_go_as_exact_numbers_and_uuids_and_json_as_strings() {
+        use arrow::array::{Decimal128Array, StringArray};
+        let decimal = |values: Vec<Option<i128>>, precision, scale| {
+            Arc::new(
+                Decimal128Array::from(values)
+                    .with_precision_and_scale(precision, scale)
+                    .unwrap(),
+            ) as ArrayRef
+        };
+        let widest = "9".repeat(38).parse::<i128>().unwrap();
+        let b = batch(vec![
+            ("d", decimal(vec![Some(-widest), Some(0), None], 38, 2)),
+            ("f", decimal(vec![Some(5), Some(-widest), Some(1)], 38, 38)),
+            (
+                "u",
+                Arc::new(StringArray::from(vec![
+                    "67e55044-10b1-426f-9247-bb680e5fe0c8",
+                    "00000000-0000-0000-0000-000000000000",
+                    "ffffffff-ffff-ffff-ffff-ffffffffffff",
+                ])),
+            ),
+            (
+                "j",
+                Arc::new(StringArray::from(vec![
+                    Some(r#"{"a":[1,2.50]}"#),
+                    Some("null"),
+                    None,
+                ])),
+            ),
+        ]);
+        let mut out = Vec::new();
+        ndjson(&prepare(&b).unwrap(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let (nines, zeros) = ("9".repeat(36), "0".repeat(37));
+        let u = r#""u":"67e55044-10b1-426f-9247-bb680e5fe0c8""#;
+        let j = r#""j":"{\"a\":[1,2.50]}""#;
+        assert_eq!(
+            lines[0],
+            format!(r#"{{"d":-{nines}.99,"f":0.{zeros}5,{u},{j}}}"#)
+        );
+        let u = r#""u":"00000000-0000-0000-0000-000000000000""#;
+        assert_eq!(
+            lines[1],
+            format!(r#"{{"d":0.00,"f":-0.{nines}99,{u},"j":"null"}}"#)
+        );
+        let u = r#""u":"ffffffff-ffff-ffff-ffff-ffffffffffff""#;
+        assert_eq!(lines[2], format!(r#"{{"f":0.{zeros}1,{u}}}"#));
+        let too_wide = batch(vec![("d", decimal(vec![Some(1000)], 3, 0))]);
+        assert!(prepare(&too_wide).unwrap_err().contains("column 'd'"));
+    }
+
+    #[test]
+    fn new_types_fit_only_columns_that_keep_them() {
+        let decimal = ColumnType::Decimal {
+            precision: 12,
+            scale: 2,
+        };
+        for store in [
+            "Decimal(12, 2)",
+            "Nullable(Decimal(18, 4))",
+            "Decimal(38, 2)",
+        ] {
+            assert_eq!(holds(decimal, store), Ok(()), "{store}");
+        }
+        for store in [
+            "Decimal(12, 1)",
+            "Decimal(11, 2)",
+            "String",
+            "Float64",
+            "Int64",
+        ] {
+            assert!(holds(decimal, store).is_err(), "{store}");
+        }
+        assert_eq!(holds(ColumnType::Uuid, "Nullable(UUID)"), Ok(()));
+        assert_eq!(holds(ColumnType::Uuid, "String"), Ok(()));
+        assert!(holds(ColumnType::Uuid, "FixedString(16)").is_err());
+        assert_eq!(holds(ColumnType::Json, "LowCardinality(String)"), Ok(()));
+        assert!(holds(ColumnType::Json, "UInt8").is_err());
+        assert_eq!(holds(ColumnType::String, "UInt8"), Ok(()));
+        let field = |ty: ColumnType| ty.arrow_field("c", false);
+        assert_eq!(ch_type(&field(decimal)).unwrap(), "Decimal(12, 2)");
+        assert_eq!(ch_type(&field(ColumnType::Uuid)).unwrap(), "UUID");
+        assert_eq!(ch_type(&field(ColumnType::Json)).unwrap(), "String");
     }
 
     #[test]

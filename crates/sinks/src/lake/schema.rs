@@ -2,9 +2,18 @@
 //!
 //! Delta has no unsigned integers, so each unsigned column is stored one size up (`uint8` as
 //! Delta `short`, `uint16` as `integer`, `uint32` as `long`) and `uint64` as `decimal(20,0)`:
-//! no value changes. Timestamps are Delta `timestamp` (microseconds, UTC). Partition columns
-//! live in the log, not in the files: a `day(ts)`/`hour(ts)` table gets a derived partition
-//! column (`ts_day` as `date`, `ts_hour` as `string`).
+//! no value changes. Timestamps are Delta `timestamp` (microseconds, UTC). A `decimal(p, s)` is
+//! Delta `decimal(p,s)`, in the files Parquet's decimal of the same precision and scale. A
+//! `uuid` and a `json` value are Delta `string`, holding their text. Partition columns live in
+//! the log, not in the files: a `day(ts)`/`hour(ts)` table gets a derived partition column
+//! (`ts_day` as `date`, `ts_hour` as `string`).
+//!
+//! A Delta `string` column does not say whether it holds UUIDs or JSON, so a table whose
+//! column is `string` in the log fits a layout that makes it `string`, `uuid` or `json`: the
+//! layout says what the column holds, and the rows it takes from then on are checked by it.
+//! Rows written under an earlier layout are not checked again. A `decimal` must match the
+//! log's precision and scale exactly, as every other type does: files of one column with two
+//! scales would not read as one column.
 
 use std::sync::Arc;
 
@@ -20,21 +29,38 @@ const SINK: &str = "lake";
 const DELTA_TZ: &str = "UTC";
 
 /// The Delta type a column is stored as.
-pub(crate) fn delta_type(ty: ColumnType) -> DeltaType {
-    match ty {
+pub(crate) fn delta_type(ty: ColumnType) -> Result<DeltaType, SinkError> {
+    Ok(match ty {
         ColumnType::Bool => DeltaType::BOOLEAN,
         ColumnType::Int8 => DeltaType::BYTE,
         ColumnType::Int16 | ColumnType::UInt8 => DeltaType::SHORT,
         ColumnType::Int32 | ColumnType::UInt16 => DeltaType::INTEGER,
         ColumnType::Int64 | ColumnType::UInt32 => DeltaType::LONG,
-        ColumnType::UInt64 => DeltaType::decimal(20, 0).unwrap_or(DeltaType::STRING),
+        ColumnType::UInt64 => decimal(20, 0)?,
+        ColumnType::Decimal { precision, scale } => decimal(precision, scale)?,
         ColumnType::Float32 => DeltaType::FLOAT,
         ColumnType::Float64 => DeltaType::DOUBLE,
         ColumnType::Date => DeltaType::DATE,
         ColumnType::Timestamp => DeltaType::TIMESTAMP,
-        // `ColumnType` is non-exhaustive; every type sluice has today is above.
-        _ => DeltaType::STRING,
-    }
+        ColumnType::String | ColumnType::Uuid | ColumnType::Json => DeltaType::STRING,
+        other => {
+            return Err(SinkError::permanent(
+                SINK,
+                format!("a Delta table has no type for {other}"),
+            ));
+        }
+    })
+}
+
+/// Delta's `decimal(precision,scale)`, which takes what sluice's `decimal` takes: 1 to 38
+/// digits, a scale up to the precision.
+fn decimal(precision: u8, scale: u8) -> Result<DeltaType, SinkError> {
+    DeltaType::decimal(precision, scale).map_err(|e| {
+        SinkError::permanent(
+            SINK,
+            format!("decimal({precision}, {scale}) is no Delta decimal: {e}"),
+        )
+    })
 }
 
 /// The Arrow type of a column inside a data file, matching [`delta_type`].
@@ -50,23 +76,31 @@ pub(crate) fn file_arrow_type(ty: ColumnType) -> DataType {
 }
 
 /// The Delta table's columns, in order, and its partition columns.
-pub(crate) fn delta_columns(table: &TableDef) -> (Vec<StructField>, Vec<String>) {
+pub(crate) fn delta_columns(
+    table: &TableDef,
+) -> Result<(Vec<StructField>, Vec<String>), SinkError> {
     let mut fields: Vec<StructField> = table
         .schema()
         .columns()
         .iter()
-        .map(|c| StructField::new(c.name.clone(), delta_type(c.ty), c.nullable))
-        .collect();
+        .map(|c| {
+            Ok(StructField::new(
+                c.name.clone(),
+                delta_type(c.ty)?,
+                c.nullable,
+            ))
+        })
+        .collect::<Result<_, SinkError>>()?;
     let partition_columns = match (table.partition(), table.partition().key_name()) {
         (PartitionSpec::Column(c), _) => vec![c.clone()],
         (PartitionSpec::Day(_) | PartitionSpec::Hour(_), Some(key)) => {
             let ty = table.partition_key_type().unwrap_or(ColumnType::String);
-            fields.push(StructField::new(key.clone(), delta_type(ty), true));
+            fields.push(StructField::new(key.clone(), delta_type(ty)?, true));
             vec![key]
         }
         _ => Vec::new(),
     };
-    (fields, partition_columns)
+    Ok((fields, partition_columns))
 }
 
 /// The schema of a data file: the table's columns without the partition column, in file types.
@@ -149,16 +183,33 @@ mod tests {
 
     #[test]
     fn derived_partitions_get_their_own_column() {
-        let (fields, parts) = delta_columns(&table("day(ts)"));
+        let (fields, parts) = delta_columns(&table("day(ts)")).unwrap();
         assert_eq!(parts, ["ts_day"]);
         assert_eq!(fields.len(), 4);
         assert_eq!(fields[3].data_type(), &DeltaType::DATE);
-        let (fields, parts) = delta_columns(&table("service"));
+        let (fields, parts) = delta_columns(&table("service")).unwrap();
         assert_eq!(parts, ["service"]);
         assert_eq!(fields.len(), 3);
         let schema = file_schema(&table("service"));
         assert!(schema.field_with_name("service").is_err());
-        assert_eq!(delta_columns(&table("")).1, Vec::<String>::new());
+        assert_eq!(delta_columns(&table("")).unwrap().1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn new_types_are_delta_decimals_and_strings() {
+        let decimal = ColumnType::Decimal {
+            precision: 38,
+            scale: 38,
+        };
+        assert_eq!(
+            delta_type(decimal).unwrap(),
+            DeltaType::decimal(38, 38).unwrap()
+        );
+        assert_eq!(file_arrow_type(decimal), DataType::Decimal128(38, 38));
+        for ty in [ColumnType::Uuid, ColumnType::Json] {
+            assert_eq!(delta_type(ty).unwrap(), DeltaType::STRING);
+            assert_eq!(file_arrow_type(ty), DataType::Utf8);
+        }
     }
 
     #[test]

@@ -6,16 +6,22 @@
 //! protocol asks, the minimum truncated down and the maximum rounded up; strings longer than
 //! 64 bytes (which Parquet writes truncated) get no bounds rather than truncated ones; a float
 //! column holding a NaN gets none (Parquet's bounds leave NaNs out, and Spark orders NaN above
-//! every number); `decimal` columns (stored `uint64`) get null counts only. Reading the bounds
-//! from the footer instead of computing them again from the rows gives the same statistics in
-//! less time and CPU.
+//! every number). A decimal's bounds are JSON numbers with every digit of its scale, written
+//! as text: a number in serde_json's `Value` would pass through an `f64` and lose digits past
+//! the 16th. Reading the bounds from the footer instead of computing them again from the rows
+//! gives the same statistics in less time and CPU.
+
+use std::collections::BTreeMap;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{max, min};
-use arrow::datatypes::{DataType, Float32Type, Float64Type, SchemaRef, TimeUnit};
+use arrow::datatypes::{
+    DataType, Decimal128Type, DecimalType, Float32Type, Float64Type, SchemaRef, TimeUnit,
+};
 use chrono::{DateTime, NaiveDate};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 /// Strings longer than this (in bytes) get no min/max: a truncated bound could be wrong, and a
@@ -81,7 +87,7 @@ impl ColumnRows {
             (FloatBounds::Unbounded, _) | (_, None) => FloatBounds::Unbounded,
             (FloatBounds::NoValues, Some((lo, hi))) => FloatBounds::Bounds(lo, hi),
             (FloatBounds::Bounds(lo, hi), Some(next)) => {
-                let (lo, hi) = widen(Some((lo, hi)), next);
+                let (lo, hi) = widen((lo, hi), next);
                 FloatBounds::Bounds(lo, hi)
             }
         };
@@ -95,20 +101,36 @@ pub(crate) fn stats_json(
     columns: &[ColumnRows],
     footer: &ParquetMetaData,
 ) -> String {
-    let mut mins = Map::new();
-    let mut maxs = Map::new();
+    let mut mins = BTreeMap::new();
+    let mut maxs = BTreeMap::new();
     let mut nulls = Map::new();
     // Column chunk `i` is field `i` when every field is one Parquet column; otherwise the
     // footer's bounds are not taken at all.
     let flat = footer.file_metadata().schema_descr().num_columns() == schema.fields().len();
+    let raw = |(lo, hi): (Value, Value)| {
+        let raw = serde_json::value::to_raw_value;
+        Some((raw(&lo).ok()?, raw(&hi).ok()?))
+    };
     for (i, (field, rows)) in schema.fields().iter().zip(columns).enumerate() {
         nulls.insert(field.name().clone(), json!(rows.nulls));
         let bounds = match (field.data_type(), &rows.floats) {
             (DataType::Float32 | DataType::Float64, FloatBounds::Bounds(lo, hi)) => {
-                Some((lo.clone(), hi.clone()))
+                raw((lo.clone(), hi.clone()))
             }
             (DataType::Float32 | DataType::Float64, _) => None,
-            (ty, _) if flat => footer_bounds(footer, i, ty),
+            (&DataType::Decimal128(precision, scale), _) if flat => {
+                let number = |value| {
+                    let text = Decimal128Type::format_decimal(value, precision, scale);
+                    RawValue::from_string(text).ok()
+                };
+                footer_bounds(footer, i, decimal_bounds, |(lo, hi), (a, b)| {
+                    (lo.min(a), hi.max(b))
+                })
+                .and_then(|(lo, hi)| Some((number(lo)?, number(hi)?)))
+            }
+            (ty, _) if flat => {
+                footer_bounds(footer, i, |stats| chunk_bounds(stats, ty), widen).and_then(raw)
+            }
             _ => None,
         };
         if let Some((lo, hi)) = bounds {
@@ -116,26 +138,41 @@ pub(crate) fn stats_json(
             maxs.insert(field.name().clone(), hi);
         }
     }
-    json!({
-        "numRecords": columns.first().map_or(0, |c| c.rows),
-        "minValues": mins,
-        "maxValues": maxs,
-        "nullCount": nulls,
-    })
-    .to_string()
+    // The bounds are raw JSON, which only serde_json's serializer writes as it is.
+    let text = |bounds: &BTreeMap<String, Box<RawValue>>| {
+        serde_json::to_string(bounds).unwrap_or_else(|_| "{}".into())
+    };
+    format!(
+        r#"{{"numRecords":{},"minValues":{},"maxValues":{},"nullCount":{}}}"#,
+        columns.first().map_or(0, |c| c.rows),
+        text(&mins),
+        text(&maxs),
+        Value::Object(nulls),
+    )
 }
 
-/// The bounds of column `index` over every row group of `footer`: `None` when it has no values
-/// or a row group holding values has no exact bounds for it.
-fn footer_bounds(footer: &ParquetMetaData, index: usize, ty: &DataType) -> Option<(Value, Value)> {
+/// The bounds of column `index` over every row group of `footer`, each row group's from
+/// `chunk` and together by `widen`: `None` when it has no values or a row group holding values
+/// has no exact bounds for it.
+fn footer_bounds<B>(
+    footer: &ParquetMetaData,
+    index: usize,
+    chunk: impl Fn(&Statistics) -> Option<B>,
+    widen: impl Fn(B, B) -> B,
+) -> Option<B> {
     let mut lo_hi = None;
     for group in footer.row_groups() {
-        let chunk = group.columns().get(index)?;
-        match chunk.statistics().and_then(|stats| chunk_bounds(stats, ty)) {
-            Some(bounds) => lo_hi = Some(widen(lo_hi, bounds)),
+        let column = group.columns().get(index)?;
+        match column.statistics().and_then(&chunk) {
+            Some(bounds) => {
+                lo_hi = Some(match lo_hi {
+                    Some(acc) => widen(acc, bounds),
+                    None => bounds,
+                });
+            }
             // A row group of nulls only has no bounds; any other miss leaves the whole file
             // without them.
-            None if chunk
+            None if column
                 .statistics()
                 .and_then(Statistics::null_count_opt)
                 .is_some_and(|nulls| i64::try_from(nulls).ok() == Some(group.num_rows())) => {}
@@ -180,6 +217,35 @@ fn chunk_bounds(stats: &Statistics, ty: &DataType) -> Option<(Value, Value)> {
     }
 }
 
+/// One column chunk's bounds for a decimal column, as unscaled values: Parquet stores a decimal
+/// of up to 9 digits as an `INT32`, up to 18 as an `INT64`, and a wider one as a big-endian
+/// two's complement of as few bytes as its precision needs.
+fn decimal_bounds(stats: &Statistics) -> Option<(i128, i128)> {
+    match stats {
+        Statistics::Int32(s) => Some((i128::from(*s.min_opt()?), i128::from(*s.max_opt()?))),
+        Statistics::Int64(s) => Some((i128::from(*s.min_opt()?), i128::from(*s.max_opt()?))),
+        Statistics::FixedLenByteArray(s) if s.min_is_exact() && s.max_is_exact() => Some((
+            big_endian(s.min_opt()?.data())?,
+            big_endian(s.max_opt()?.data())?,
+        )),
+        _ => None,
+    }
+}
+
+/// A big-endian two's complement integer of 1 to 16 bytes.
+fn big_endian(bytes: &[u8]) -> Option<i128> {
+    let first = *bytes.first()?;
+    if bytes.len() > 16 {
+        return None;
+    }
+    let start: i128 = if first & 0x80 != 0 { -1 } else { 0 };
+    Some(
+        bytes
+            .iter()
+            .fold(start, |value, &byte| (value << 8) | i128::from(byte)),
+    )
+}
+
 /// The bounds of a float array holding values: `None` when one of them is a NaN.
 fn array_float_bounds(column: &ArrayRef) -> Option<(Value, Value)> {
     // Arrow orders NaN above every number, so a column holding one has a NaN maximum.
@@ -200,10 +266,7 @@ fn array_float_bounds(column: &ArrayRef) -> Option<(Value, Value)> {
 /// The bounds of two batches together. Values of one column compare as their JSON forms do:
 /// numbers numerically, strings (dates and timestamps in fixed-width ISO form included)
 /// lexically.
-fn widen(acc: Option<(Value, Value)>, next: (Value, Value)) -> (Value, Value) {
-    let Some((lo, hi)) = acc else {
-        return next;
-    };
+fn widen((lo, hi): (Value, Value), next: (Value, Value)) -> (Value, Value) {
     let less = |a: &Value, b: &Value| match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(x), Some(y)) => x < y,
@@ -320,6 +383,86 @@ mod tests {
         assert_eq!(stats["maxValues"]["small"], 127);
         assert_eq!(stats["minValues"]["x"], -1.0);
         assert_eq!(stats["maxValues"]["x"], 2.5);
+    }
+
+    #[test]
+    fn decimal_bounds_keep_every_digit_in_every_physical_form() {
+        use arrow::array::Decimal128Array;
+        // Precision 9 is stored as INT32, 18 as INT64, 38 as 16 big-endian bytes.
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("d9", DataType::Decimal128(9, 2), true),
+            Field::new("d18", DataType::Decimal128(18, 0), true),
+            Field::new("d38", DataType::Decimal128(38, 3), true),
+            Field::new("f38", DataType::Decimal128(38, 38), true),
+        ]));
+        let widest: i128 = "9".repeat(38).parse().unwrap();
+        let column = |values: &[Option<i128>], precision, scale| {
+            Arc::new(
+                Decimal128Array::from(values.to_vec())
+                    .with_precision_and_scale(precision, scale)
+                    .unwrap(),
+            ) as ArrayRef
+        };
+        let batch = |rows: [&[Option<i128>]; 4]| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    column(rows[0], 9, 2),
+                    column(rows[1], 18, 0),
+                    column(rows[2], 38, 3),
+                    column(rows[3], 38, 38),
+                ],
+            )
+            .unwrap()
+        };
+        let batches = [
+            batch([
+                &[Some(1250), Some(-5)],
+                &[Some(999_999_999_999_999_999), Some(0)],
+                &[Some(-widest), Some(1)],
+                &[Some(1), None],
+            ]),
+            batch([&[None, None], &[None, None], &[None, None], &[None, None]]),
+            batch([
+                &[Some(-99_999_999), Some(0)],
+                &[Some(-999_999_999_999_999_999), Some(7)],
+                &[Some(widest - 1), Some(-256)],
+                &[Some(-widest), Some(widest)],
+            ]),
+        ];
+        let props = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .build();
+        let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(props)).unwrap();
+        for batch in &batches {
+            writer.write(batch).unwrap();
+            writer.flush().unwrap();
+        }
+        let footer = writer.close().unwrap();
+        let text = file_stats(&schema, &batches, &footer);
+        let nines = "9".repeat(35);
+        for expected in [
+            r#""minValues":{"d18":-999999999999999999,"d38":-"#.to_owned()
+                + &nines
+                + ".999,"
+                + r#""d9":-999999.99,"f38":-0."#
+                + &"9".repeat(38)
+                + "}",
+            r#""maxValues":{"d18":999999999999999999,"d38":"#.to_owned()
+                + &nines
+                + ".998,"
+                + r#""d9":12.50,"f38":0."#
+                + &"9".repeat(38)
+                + "}",
+        ] {
+            assert!(text.contains(&expected), "{expected} in {text}");
+        }
+        let stats: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            stats["nullCount"],
+            json!({"d9": 2, "d18": 2, "d38": 2, "f38": 3})
+        );
+        assert_eq!(stats["numRecords"], 6);
     }
 
     #[test]

@@ -15,10 +15,15 @@
 //! | `string` | `text` |
 //! | `date` | `date` |
 //! | `timestamp` | `timestamptz` |
+//! | `decimal(p, s)` | `numeric(p,s)` |
+//! | `uuid` | `uuid` |
+//! | `json` | `jsonb` |
 //!
 //! Non-nullable columns are `NOT NULL`; identifiers are always double-quoted. A missing table is
 //! created; an existing one is used as it is, and a flush that does not fit it fails for good with
-//! PostgreSQL's message.
+//! PostgreSQL's message. An existing table may hold a decimal in `numeric` or `text`, a UUID in
+//! `text` and JSON in `json` or `text`: each column is sent over COPY in its own type's form
+//! (`types.rs`), and one that would not keep every value exactly is refused when opened.
 //!
 //! # Exactly once
 //!
@@ -41,9 +46,11 @@
 //! # Layout
 //!
 //! - `config.rs`: settings. `types.rs`: the type mapping and Arrow values as PostgreSQL values.
+//!   `numeric.rs`: binary `numeric`, written by hand (38 digits; tokio-postgres has 28).
 //!   `sink.rs`: the `Sink`, the ledger, error classification.
 
 mod config;
+mod numeric;
 mod sink;
 mod types;
 

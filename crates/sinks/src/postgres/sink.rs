@@ -1,6 +1,7 @@
 //! The PostgreSQL sink: a flush is one transaction (ledger row locked, binary COPY, ledger moved).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -15,12 +16,16 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::config::PostgresConfig;
-use super::types::{Value, pg_type, quote, value};
+use super::types::{Form, Value, pg_type, quote, value};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::keys::{self, KEYS_TABLE};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
+use crate::values::check_decimals;
 
 const SINK: &str = "postgres";
+
+/// How each column of a table's layout goes over COPY, in layout order.
+type Forms = Arc<[Form]>;
 
 /// Lands flushes in one PostgreSQL database.
 #[derive(Clone)]
@@ -31,6 +36,8 @@ pub struct PostgresSink {
     ledger: Arc<tokio::sync::OnceCell<()>>,
     /// Whose rows of the ledger are this sink's.
     writer: LedgerWriter,
+    /// Each table's forms, by name, as found when it was last created or fitted.
+    forms: Arc<Mutex<HashMap<String, Forms>>>,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -95,7 +102,8 @@ async fn store_columns(
                     a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', \
                     a.attidentity <> '' OR EXISTS (SELECT 1 FROM pg_index i \
                         WHERE i.indrelid = a.attrelid AND i.indisprimary \
-                          AND a.attnum = ANY (i.indkey)) \
+                          AND a.attnum = ANY (i.indkey)), \
+                    format_type(a.atttypid, a.atttypmod) \
              FROM pg_attribute a \
              WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
              ORDER BY a.attnum",
@@ -113,6 +121,7 @@ async fn store_columns(
                 required: not_null && !filled,
                 not_null,
                 keeps_not_null: fixed,
+                ty: row.get(4),
             }
         })
         .collect())
@@ -143,6 +152,7 @@ impl PostgresSink {
             config: Arc::new(config),
             ledger: Arc::default(),
             writer: LedgerWriter::default(),
+            forms: Arc::default(),
         })
     }
 
@@ -217,28 +227,50 @@ impl PostgresSink {
         let timeout = self.config.timeout();
         let client = self.client().await?;
         let created = tokio::time::timeout(timeout, Self::create_table_on(&client, table)).await;
-        Self::answered(client, created, timeout, "creating a table").map(|((), _)| ())
+        let (forms, _) = Self::answered(client, created, timeout, "creating a table")?;
+        self.forms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(table.name().to_string(), forms);
+        Ok(())
     }
 
-    /// [`PostgresSink::create_table`] on `client`.
-    async fn create_table_on(client: &Object, table: &TableDef) -> Result<(), SinkError> {
+    /// How `table`'s columns go over COPY: as its creation or fit found them, or, for a table
+    /// this sink has not opened, as its columns in the database say.
+    async fn forms(&self, client: &Object, table: &TableDef) -> Result<Forms, SinkError> {
+        let name = table.name().as_str();
+        let known = self
+            .forms
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned();
+        match known {
+            Some(forms) => Ok(forms),
+            None => forms_in(table, &store_columns(client, name).await?),
+        }
+    }
+
+    /// [`PostgresSink::create_table`] on `client`; how the table's columns go over COPY.
+    async fn create_table_on(client: &Object, table: &TableDef) -> Result<Forms, SinkError> {
         let name = table.name().as_str();
         let existing = store_columns(client, name).await?;
         if !existing.is_empty() {
             let can = Abilities {
                 any_case: false,
                 adds_required: false,
+                holds: |ty, store| Form::existing(ty, store).map(|_| ()),
             };
             let fit = fit::plan(SINK, table, &existing, can)?;
+            let forms = forms_in(table, &existing)?;
             let without_value = "a flush with a row without a value for it is refused";
             if fit.is_empty() {
                 fit.log(name, without_value);
-                return Ok(());
+                return Ok(forms);
             }
             let mut changes = Vec::new();
             for field in &fit.add {
-                let (ty, _) =
-                    pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+                let (ty, _) = pg_type(field).map_err(|e| SinkError::permanent(SINK, e))?;
                 changes.push(format!(
                     "ADD COLUMN IF NOT EXISTS {} {ty}",
                     quote(field.name())
@@ -256,11 +288,11 @@ impl PostgresSink {
                 .await
                 .map_err(|e| classify(&e, &format!("cannot change table {name} to fit")))?;
             fit.log(name, without_value);
-            return Ok(());
+            return Ok(forms);
         }
         let mut columns = Vec::new();
         for field in table.schema().arrow().fields() {
-            let (ty, _) = pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+            let (ty, _) = pg_type(field).map_err(|e| SinkError::permanent(SINK, e))?;
             let not_null = if field.is_nullable() { "" } else { " NOT NULL" };
             columns.push(format!("{} {ty}{not_null}", quote(field.name())));
         }
@@ -270,18 +302,27 @@ impl PostgresSink {
             columns.join(", ")
         );
         match client.batch_execute(&sql).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {}
             // Two processes creating one table at once: the loser's CREATE hits the catalog's
             // unique index. The table exists, which is all that was asked.
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(()),
-            Err(e) => Err(classify(&e, &format!("cannot create table {name}"))),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
+            Err(e) => return Err(classify(&e, &format!("cannot create table {name}"))),
         }
+        let columns = table.schema().columns();
+        Ok(columns.iter().map(|c| Form::created(c.ty)).collect())
     }
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
+        for batch in &flush.batches {
+            check_decimals(batch).map_err(|e| SinkError::permanent(SINK, e))?;
+        }
         let timeout = self.config.timeout();
         let mut client = self.client().await?;
-        let landed = tokio::time::timeout(timeout, self.write_on(&mut client, flush)).await;
+        let landed = async {
+            let forms = self.forms(&client, flush.table).await?;
+            self.write_on(&mut client, flush, &forms).await
+        };
+        let landed = tokio::time::timeout(timeout, landed).await;
         Self::answered(client, landed, timeout, "landing a flush").map(|(landed, _)| landed)
     }
 
@@ -292,6 +333,7 @@ impl PostgresSink {
         &self,
         client: &mut Object,
         flush: FlushBatch<'_>,
+        forms: &[Form],
     ) -> Result<Landed, SinkError> {
         let table = flush.table.name().as_str();
         let key = self.writer.key(&flush.id.partition);
@@ -328,8 +370,10 @@ impl PostgresSink {
         let schema = flush.table.schema().arrow().clone();
         let mut names = Vec::new();
         let mut types: Vec<Type> = Vec::new();
-        for field in schema.fields() {
-            let (_, ty) = pg_type(field.data_type()).map_err(|e| SinkError::permanent(SINK, e))?;
+        for (field, form) in schema.fields().iter().zip(forms) {
+            let ty = form
+                .wire_type(field)
+                .map_err(|e| SinkError::permanent(SINK, e))?;
             names.push(quote(field.name()));
             types.push(ty);
         }
@@ -348,8 +392,8 @@ impl PostgresSink {
         for batch in &flush.batches {
             for row in 0..batch.num_rows() {
                 values.clear();
-                for (i, column) in batch.columns().iter().enumerate() {
-                    values.push(value(column.as_ref(), row).map_err(|e| {
+                for (i, (column, form)) in batch.columns().iter().zip(forms).enumerate() {
+                    values.push(value(column.as_ref(), row, form).map_err(|e| {
                         SinkError::permanent(
                             SINK,
                             format!("column '{}': {e}", schema.field(i).name()),
@@ -440,6 +484,33 @@ impl PostgresSink {
             (row.get::<_, &str>(0), last_seq)
         })))
     }
+}
+
+/// How each column of `table`'s layout goes over COPY into the table whose columns are
+/// `existing`: in the form of the store column of its name, or, for a column the fit adds, in
+/// the form of the column sluice adds.
+fn forms_in(table: &TableDef, existing: &[StoreColumn]) -> Result<Forms, SinkError> {
+    table
+        .schema()
+        .columns()
+        .iter()
+        .map(
+            |column| match existing.iter().find(|c| c.name == column.name) {
+                Some(store) => Form::existing(column.ty, &store.ty).map_err(|why| {
+                    SinkError::permanent(
+                        SINK,
+                        format!(
+                            "table {}: column '{}' is {} there: {why}",
+                            table.name(),
+                            column.name,
+                            store.ty
+                        ),
+                    )
+                }),
+                None => Ok(Form::created(column.ty)),
+            },
+        )
+        .collect()
 }
 
 /// Adds a flush's keys in its transaction, and deletes the table's keys past their window. A

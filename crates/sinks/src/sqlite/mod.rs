@@ -12,9 +12,14 @@
 //! | `string` | `TEXT` |
 //! | `date` | `TEXT`, `YYYY-MM-DD` |
 //! | `timestamp` | `TEXT`, `YYYY-MM-DD HH:MM:SS.ffffff` in UTC (what SQLite's date functions read) |
+//! | `decimal(p, s)` | `TEXT`, the exact decimal (`-12.50`): a `REAL` would round it |
+//! | `uuid` | `TEXT`, hyphenated in lower case |
+//! | `json` | `TEXT`, as sent |
 //!
 //! Non-nullable columns are `NOT NULL`. A missing table is created; an existing one is used as it
-//! is, and a flush that does not fit it fails for good (the error is SQLite's).
+//! is, and a flush that does not fit it fails for good (the error is SQLite's). An existing
+//! column for a decimal or JSON must keep text as text (`TEXT` affinity, or none), or the table
+//! is refused when opened.
 //!
 //! # Durability
 //!

@@ -9,10 +9,11 @@ use sluice_core::{
 };
 
 use super::config::SqliteConfig;
-use super::types::{BindError, Column, quote, sql_type};
+use super::types::{BindError, Column, holds, quote, sql_type};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::keys::{self, KEYS_TABLE};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
+use crate::values::check_decimals;
 
 const SINK: &str = "sqlite";
 
@@ -138,6 +139,7 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         let can = Abilities {
             any_case: true,
             adds_required: false,
+            holds,
         };
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
@@ -186,6 +188,7 @@ fn store_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<StoreCo
                 required: not_null && !default && !rowid,
                 not_null,
                 keeps_not_null: true,
+                ty,
             }
         })
         .collect())
@@ -231,6 +234,7 @@ fn write(
             .prepare(&sql)
             .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
         for batch in &flush.batches {
+            check_decimals(batch).map_err(|e| SinkError::permanent(SINK, e))?;
             let columns = batch
                 .columns()
                 .iter()

@@ -1,14 +1,72 @@
 //! Arrow columns as SQLite values.
+//!
+//! A `decimal` is `TEXT` holding its exact text (`-12.50`), not `REAL`: a `REAL` is a 64-bit
+//! float, which holds about 16 significant digits and no tenth exactly, where a decimal holds
+//! up to 38 digits exactly. A `uuid` is its text, and a `json` value the text it was sent as.
+//! For a column that may hold a decimal or JSON, a table that exists must give it `TEXT`
+//! affinity, or none ([`holds`]): with any other, SQLite stores text that reads as a number as
+//! that number, so `12.50` would read back `12.5`.
 
 use arrow::array::{
-    Array, AsArray, BooleanArray, Date32Array, Float32Array, Float64Array, Int8Array, Int16Array,
-    Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, UInt8Array, UInt16Array,
-    UInt32Array, UInt64Array,
+    Array, AsArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
+    Int8Array, Int16Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow::datatypes::{DataType, Date32Type, TimeUnit};
 use chrono::DateTime;
 use rusqlite::Statement;
 use rusqlite::types::Null;
+use sluice_core::ColumnType;
+
+/// A column's type affinity, from its declared type, by SQLite's rules in the order SQLite
+/// applies them (<https://sqlite.org/datatype3.html#determination_of_column_affinity>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Affinity {
+    Integer,
+    Text,
+    /// No conversion at all: `BLOB`, or no declared type.
+    Blob,
+    Real,
+    Numeric,
+}
+
+impl Affinity {
+    fn of(declared: &str) -> Affinity {
+        let upper = declared.to_ascii_uppercase();
+        let has = |words: &[&str]| words.iter().any(|w| upper.contains(w));
+        if has(&["INT"]) {
+            Affinity::Integer
+        } else if has(&["CHAR", "CLOB", "TEXT"]) {
+            Affinity::Text
+        } else if upper.is_empty() || has(&["BLOB"]) {
+            Affinity::Blob
+        } else if has(&["REAL", "FLOA", "DOUB"]) {
+            Affinity::Real
+        } else {
+            Affinity::Numeric
+        }
+    }
+}
+
+/// Whether a column declared `declared` keeps every value of a layout's `ty` exactly ([`fit`]'s
+/// question): text stays text only in a column of `TEXT` affinity or none. A UUID never reads
+/// as a number, so any column keeps it.
+///
+/// [`fit`]: crate::fit
+pub(crate) fn holds(ty: ColumnType, declared: &str) -> Result<(), String> {
+    let affinity = Affinity::of(declared);
+    match ty {
+        ColumnType::Decimal { .. } | ColumnType::Json
+            if !matches!(affinity, Affinity::Text | Affinity::Blob) =>
+        {
+            Err(format!(
+                "SQLite gives it {affinity:?} affinity, which stores text that reads as a number \
+                 as that number (12.50 reads back 12.5); declare it TEXT"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
 
 /// The SQLite type of an Arrow column, or why there is none.
 pub(crate) fn sql_type(data_type: &DataType) -> Result<&'static str, String> {
@@ -23,7 +81,10 @@ pub(crate) fn sql_type(data_type: &DataType) -> Result<&'static str, String> {
         | DataType::UInt32
         | DataType::UInt64 => "INTEGER",
         DataType::Float32 | DataType::Float64 => "REAL",
-        DataType::Utf8 | DataType::Date32 | DataType::Timestamp(TimeUnit::Microsecond, _) => "TEXT",
+        DataType::Utf8
+        | DataType::Decimal128(_, _)
+        | DataType::Date32
+        | DataType::Timestamp(TimeUnit::Microsecond, _) => "TEXT",
         other => return Err(format!("no SQLite type for Arrow type {other}")),
     })
 }
@@ -47,6 +108,8 @@ pub(crate) enum Column<'a> {
     F32(&'a Float32Array),
     F64(&'a Float64Array),
     Str(&'a StringArray),
+    /// Bound as its exact text.
+    Decimal(&'a Decimal128Array),
     Date(&'a Date32Array),
     Timestamp(&'a TimestampMicrosecondArray),
 }
@@ -66,6 +129,7 @@ impl<'a> Column<'a> {
             DataType::Float32 => Self::F32(array.as_primitive()),
             DataType::Float64 => Self::F64(array.as_primitive()),
             DataType::Utf8 => Self::Str(array.as_string()),
+            DataType::Decimal128(_, _) => Self::Decimal(array.as_primitive()),
             DataType::Date32 => Self::Date(array.as_primitive()),
             DataType::Timestamp(TimeUnit::Microsecond, _) => Self::Timestamp(array.as_primitive()),
             other => return Err(format!("no SQLite type for Arrow type {other}")),
@@ -92,6 +156,7 @@ impl<'a> Column<'a> {
             Self::F32(a) => *a,
             Self::F64(a) => *a,
             Self::Str(a) => *a,
+            Self::Decimal(a) => *a,
             Self::Date(a) => *a,
             Self::Timestamp(a) => *a,
         };
@@ -121,6 +186,7 @@ impl<'a> Column<'a> {
             Self::F32(a) => stmt.raw_bind_parameter(index, f64::from(a.value(row))),
             Self::F64(a) => stmt.raw_bind_parameter(index, a.value(row)),
             Self::Str(a) => stmt.raw_bind_parameter(index, a.value(row)),
+            Self::Decimal(a) => stmt.raw_bind_parameter(index, a.value_as_string(row)),
             Self::Date(a) => {
                 let date = Date32Type::to_naive_date_opt(a.value(row)).ok_or_else(|| {
                     BindError::Value(format!("date {} is out of range", a.value(row)))
@@ -144,4 +210,54 @@ pub(crate) enum BindError {
     Sqlite(rusqlite::Error),
     /// The value has no SQLite form.
     Value(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinity_follows_sqlites_rules() {
+        let cases = [
+            ("INTEGER", Affinity::Integer),
+            ("BIGINT", Affinity::Integer),
+            ("TEXT", Affinity::Text),
+            ("varchar(36)", Affinity::Text),
+            ("CLOB", Affinity::Text),
+            ("", Affinity::Blob),
+            ("BLOB", Affinity::Blob),
+            ("REAL", Affinity::Real),
+            ("DOUBLE PRECISION", Affinity::Real),
+            ("DECIMAL(12,2)", Affinity::Numeric),
+            ("NUMERIC", Affinity::Numeric),
+            ("JSON", Affinity::Numeric),
+            ("UUID", Affinity::Numeric),
+            // "INT" comes first: "POINT" holds it.
+            ("FLOATING POINT", Affinity::Integer),
+        ];
+        for (declared, affinity) in cases {
+            assert_eq!(Affinity::of(declared), affinity, "{declared}");
+        }
+    }
+
+    #[test]
+    fn decimals_and_json_need_a_column_that_keeps_text() {
+        let decimal = ColumnType::Decimal {
+            precision: 10,
+            scale: 2,
+        };
+        for ty in [decimal, ColumnType::Json] {
+            assert_eq!(holds(ty, "TEXT"), Ok(()));
+            assert_eq!(holds(ty, ""), Ok(()));
+            for declared in ["DECIMAL(10,2)", "REAL", "JSON", "INTEGER"] {
+                let error = holds(ty, declared).unwrap_err();
+                assert!(
+                    error.contains("declare it TEXT"),
+                    "{ty} {declared}: {error}"
+                );
+            }
+        }
+        assert_eq!(holds(ColumnType::Uuid, "UUID"), Ok(()));
+        assert_eq!(holds(ColumnType::String, "INTEGER"), Ok(()));
+    }
 }

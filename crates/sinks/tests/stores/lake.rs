@@ -1,6 +1,8 @@
 //! The lake sink on real files: each flush one Delta commit that a replay recognises, compaction
 //! swapping files with every row kept (sorted by the table's key), replaced files deleted after
-//! the retention and orphans after the grace period, and part counts kept current.
+//! the retention and orphans after the grace period, and part counts kept current; decimals,
+//! UUIDs and JSON read back exactly by the Python `deltalake` package, through a merge sorted by
+//! a decimal and a UUID.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -16,6 +18,8 @@ use sluice_core::{
 };
 use sluice_sinks::lake::{DEFAULT_LZ4_BELOW, LakeTable, ORPHAN_GRACE, live_files, part_sizes};
 use sluice_sinks::{LakeConfig, LakeSink};
+
+use crate::new_types;
 
 fn table() -> TableDef {
     let layout = TableLayout {
@@ -946,4 +950,138 @@ async fn a_column_added_to_the_layout_is_added_to_the_table_and_older_writers_la
         "{refused}"
     );
     assert_eq!(delta_columns(&table_dir).await, nullable);
+}
+
+/// Reads the Delta table in `dir` with the Python `deltalake` package: its columns' Delta
+/// types, its rows (each cell's text; a decimal with every digit of its scale), how many files
+/// it lists, each decimal column's bounds over the files as the log keeps them, and the ids of
+/// the rows whose `amount` is at least `at_least` (the log's bounds skip files).
+fn delta_read(dir: &std::path::Path, at_least: &str) -> serde_json::Value {
+    const SCRIPT: &str = r#"
+import decimal, json, os, sys
+import pyarrow
+from deltalake import DeltaTable
+table = DeltaTable(sys.argv[1])
+def text(v):
+    if v is None:
+        return None
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    return str(v)
+def rows(t):
+    columns = [t.column(i).to_pylist() for i in range(t.num_columns)]
+    return [[text(v) for v in row] for row in zip(*columns)]
+fields = json.loads(table.schema().to_json())["fields"]
+adds = pyarrow.table(table.get_add_actions(flatten=True))
+decimals = [f["name"] for f in fields if f["type"].startswith("decimal")]
+def bound(kind, name):
+    values = [v for v in adds.column(f"{kind}.{name}").to_pylist() if v is not None]
+    return text((min if kind == "min" else max)(values)) if values else None
+bounds = {name: [bound("min", name), bound("max", name)] for name in decimals}
+found = table.to_pyarrow_table(filters=[("amount", ">=", decimal.Decimal(sys.argv[2]))])
+print(json.dumps({
+    "types": {f["name"]: f["type"] for f in fields},
+    "rows": rows(table.to_pyarrow_table()),
+    "files": len(table.file_uris()),
+    "bounds": bounds,
+    "found": sorted(int(r[0]) for r in rows(found)),
+}), flush=True)
+# Skip interpreter teardown: deltalake's runtime can abort in it after the work is done.
+os._exit(0)
+"#;
+    let path = dir.to_string_lossy();
+    let text = new_types::output(new_types::python(), &["-c", SCRIPT, &path, at_least]);
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The rows [`delta_read`] read, in the order of their ids.
+fn by_id(read: &serde_json::Value) -> Vec<Vec<Option<String>>> {
+    let mut rows: Vec<Vec<Option<String>>> = serde_json::from_value(read["rows"].clone()).unwrap();
+    rows.sort_by_key(|row| row[0].as_deref().unwrap().parse::<i64>().unwrap());
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decimals_uuids_and_json_land_exactly_and_keep_through_a_sorted_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let t = new_types::table("typed", &["amount", "key"], false);
+    lake.create_table(&t).await.unwrap();
+    // Three files: rows 1-2, 3-4 and 5-6.
+    for (seq, rows) in [(1, 0..2), (2, 2..4), (3, 4..6)] {
+        let batch = new_types::batch(&t, rows);
+        lake.write(new_types::flush(&t, seq, vec![batch]))
+            .await
+            .unwrap();
+    }
+    let table_dir = dir.path().join("typed");
+    let widest = new_types::ROWS[0][0].unwrap();
+    let read = delta_read(&table_dir, widest);
+    let types = serde_json::json!({
+        "id": "long",
+        "amount": "decimal(38,2)",
+        "whole": "decimal(38,0)",
+        "fraction": "decimal(38,38)",
+        "small": "decimal(1,0)",
+        "key": "string",
+        "doc": "string",
+    });
+    assert_eq!(read["types"], types);
+    assert_eq!(read["files"], 3);
+    assert_eq!(by_id(&read), new_types::expected(None));
+    // The log's bounds hold every digit: a file whose largest amount is the widest value is
+    // not skipped for a filter at exactly that value.
+    assert_eq!(read["found"], serde_json::json!([1]));
+    assert_eq!(
+        delta_read(&table_dir, "12.50")["found"],
+        serde_json::json!([1, 6])
+    );
+
+    let report = lake
+        .compact(&t, CompactionPolicy::default().eager(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((report.merges, report.files_in), (1, 3), "{report:?}");
+    let merged = delta_read(&table_dir, widest);
+    assert_eq!(merged["files"], 1);
+    // Sorted by amount as a number (null first), then key; every value kept.
+    let ids: Vec<&str> = merged["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["4", "2", "5", "3", "6", "1"]);
+    assert_eq!(by_id(&merged), new_types::expected(None));
+    let nines = "9".repeat(36);
+    let bounds = serde_json::json!({
+        "amount": [format!("-{nines}.99"), format!("{nines}.99")],
+        "whole": [format!("-{nines}99"), format!("{nines}99")],
+        "fraction": [format!("-0.5{}", "0".repeat(37)), format!("0.{nines}99")],
+        "small": ["-9", "9"],
+    });
+    assert_eq!(merged["bounds"], bounds);
+    assert_eq!(merged["found"], serde_json::json!([1]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uuid_partition_reads_back_and_decimal_bounds_skip_files_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let lake = LakeSink::new(LakeConfig::new(dir.path())).unwrap();
+    let t = new_types::partitioned("by_key", "key", &[], false);
+    lake.create_table(&t).await.unwrap();
+    // A row per partition, the null one included: the UUIDs live in the log only.
+    for row in 0..new_types::ROWS.len() {
+        let partition = match new_types::ROWS[row][4] {
+            Some(key) => PartitionKey::Value(key.to_owned()),
+            None => PartitionKey::Null,
+        };
+        let batch = new_types::batch(&t, row..row + 1);
+        let flush = new_types::flush_of(&t, partition, row as u64 + 1, vec![batch]);
+        lake.write(flush).await.unwrap();
+    }
+    let read = delta_read(&dir.path().join("by_key"), "12.50");
+    assert_eq!(read["files"], 6);
+    assert_eq!(by_id(&read), new_types::expected(None));
+    assert_eq!(read["found"], serde_json::json!([1, 6]));
 }

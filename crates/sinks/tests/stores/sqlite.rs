@@ -2,7 +2,8 @@
 //! types, one transaction per flush, the ledger that skips a replayed flush, errors classified,
 //! identifiers quoted whatever they hold, a declared table that exists given the columns its
 //! config adds, a table no insert could fill refused untouched, two writers' ledgers kept
-//! apart, and insert keys kept with the rows.
+//! apart, insert keys kept with the rows, and decimals, UUIDs and JSON kept as their exact
+//! text.
 
 use rusqlite::Connection;
 use sluice_core::{
@@ -10,6 +11,8 @@ use sluice_core::{
     PartitionKey, Sink, TableDef, TableLayout, TableName, decode_ndjson,
 };
 use sluice_sinks::{LedgerWriter, SqliteConfig, SqliteSink};
+
+use crate::new_types;
 
 /// id, ts, day, ok, latency as SQLite returns them.
 type Row = (
@@ -466,4 +469,91 @@ async fn hostile_names_are_quoted_not_executed() {
         .query_row("SELECT count(*) FROM _sluice_ledger", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ledger, 1);
+}
+
+/// Every row `sql` answers in the database at `path`, read by Python's own `sqlite3` module,
+/// each cell's text (`None`: null) and, after it, its storage class, so a number where text
+/// was meant shows.
+fn python_sqlite(path: &std::path::Path, sql: &str) -> Vec<Vec<Option<String>>> {
+    const SCRIPT: &str = r#"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(json.dumps([[None if v is None else str(v) for v in row]
+                  for row in db.execute(sys.argv[2])]))
+"#;
+    let text = new_types::output("python3", &["-c", SCRIPT, &path.to_string_lossy(), sql]);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn decimals_uuids_and_json_land_as_their_exact_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("types.db");
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    let t = new_types::table("typed", &[], false);
+    sink.create_table(&t).await.unwrap();
+    let batches = vec![new_types::batch(&t, 0..3), new_types::batch(&t, 3..6)];
+    sink.write(new_types::flush(&t, 1, batches)).await.unwrap();
+    let rows = python_sqlite(
+        &path,
+        "SELECT id, amount, whole, fraction, small, key, doc FROM typed ORDER BY id",
+    );
+    assert_eq!(rows, new_types::expected(None));
+    // Stored as text, in columns that keep text as text.
+    let classes = python_sqlite(
+        &path,
+        "SELECT DISTINCT typeof(amount), typeof(whole), typeof(fraction), typeof(small), \
+         typeof(key), typeof(doc) FROM typed WHERE id <> 4",
+    );
+    assert_eq!(classes, [vec![Some("text".to_owned()); 6]]);
+    let declared = python_sqlite(&path, "SELECT type FROM pragma_table_info('typed')");
+    let declared: Vec<String> = declared.into_iter().flatten().flatten().collect();
+    assert_eq!(
+        declared,
+        ["INTEGER", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT", "TEXT"]
+    );
+}
+
+#[tokio::test]
+async fn a_column_that_would_read_text_as_a_number_is_refused_for_decimals_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("types.db");
+    let conn = Connection::open(&path).unwrap();
+    for (name, amount, doc) in [("money", "DECIMAL(38,2)", "TEXT"), ("docs", "TEXT", "JSON")] {
+        conn.execute_batch(&format!(
+            "CREATE TABLE {name} (id INTEGER NOT NULL, amount {amount}, whole TEXT, \
+             fraction TEXT, small TEXT, key UUID, doc {doc})"
+        ))
+        .unwrap();
+    }
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    for (name, column) in [
+        ("money", "'amount' is DECIMAL(38,2)"),
+        ("docs", "'doc' is JSON"),
+    ] {
+        let error = sink
+            .create_table(&new_types::table(name, &[], false))
+            .await
+            .unwrap_err();
+        assert!(!error.is_retriable(), "{error}");
+        assert!(
+            error.message.contains(column) && error.message.contains("declare it TEXT"),
+            "{error}"
+        );
+    }
+    // A UUID never reads as a number: a column declared UUID keeps it.
+    conn.execute_batch(
+        "ALTER TABLE docs RENAME COLUMN doc TO old_doc; ALTER TABLE docs ADD COLUMN doc TEXT",
+    )
+    .unwrap();
+    let t = new_types::table("docs", &[], false);
+    sink.create_table(&t).await.unwrap();
+    sink.write(new_types::flush(&t, 1, vec![new_types::batch(&t, 0..6)]))
+        .await
+        .unwrap();
+    let rows = python_sqlite(
+        &path,
+        "SELECT id, amount, whole, fraction, small, key, doc FROM docs ORDER BY id",
+    );
+    assert_eq!(rows, new_types::expected(None));
 }

@@ -98,7 +98,7 @@ impl TableLog {
     ) -> Result<Self, SinkError> {
         check_names(table)?;
         let target = table_url(location, &config.storage_options)?;
-        let (fields, partition_columns) = delta_columns(table);
+        let (fields, partition_columns) = delta_columns(table)?;
         let mut delta = DeltaTableBuilder::from_url(target.0.clone())
             .map(|b| b.with_storage_options(target.1.clone()))
             .and_then(|b| b.build())
