@@ -35,3 +35,4 @@ mod shutdown_mid_load;
 mod sqlite_sink;
 mod strict_json;
 mod tls;
+mod types;
