@@ -44,14 +44,17 @@ fn clickhouse_rows() -> String {
     )
 }
 
-/// Every row as it must read back: id, amount and price without trailing zeros, user, attrs.
-fn expected() -> Vec<(
+/// A row as it must read back: id, amount and price without trailing zeros, user, attrs.
+type Row = (
     i64,
     Option<String>,
     Option<String>,
     Option<String>,
     Option<Value>,
-)> {
+);
+
+/// Every row as it must read back.
+fn expected() -> Vec<Row> {
     let s = |text: &str| Some(text.to_owned());
     vec![
         (
