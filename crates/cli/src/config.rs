@@ -925,7 +925,7 @@ mod tests {
     fn unknown_settings_and_types_are_refused() {
         assert!(resolve("max_rowz = 5").is_err());
         let err =
-            resolve("[tables.t]\ncolumns = [{name = \"a\", type = \"decimal\"}]").unwrap_err();
+            resolve("[tables.t]\ncolumns = [{name = \"a\", type = \"decimals\"}]").unwrap_err();
         assert!(
             format!("{err:#}").contains("unknown column type"),
             "{err:#}"
