@@ -193,13 +193,7 @@ async fn run_through_sluice(
     let report = load::run(through, Arc::new(Progress::default()), false)
         .await
         .map_err(|e| e.to_string())?;
-    sluice.terminate().map_err(|e| e.to_string())?;
-    let status = sluice
-        .wait(Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("sluice exited with {status}"));
-    }
+    sluice.stop(Duration::from_secs(120))?;
     measure("sluice", &server, &report).await
 }
 

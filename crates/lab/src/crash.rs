@@ -137,13 +137,9 @@ pub async fn run(
     // A last start replays what the last kill left, then lands everything and stops.
     let mut server = ServerProcess::spawn(&config.binary, &config.data_dir, Some(&config_file))
         .map_err(|e| format!("final start: {e}"))?;
-    server.terminate().map_err(|e| e.to_string())?;
-    let status = server
-        .wait(Duration::from_secs(60))
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("the final server exited with {status}"));
-    }
+    server
+        .stop(Duration::from_secs(60))
+        .map_err(|e| format!("{e} (the final server)"))?;
     let counts = verify::id_counts(&config.data_dir, TABLE)?;
     let parts = verify::part_files(&config.data_dir, TABLE)?.len();
     Ok(CrashReport {

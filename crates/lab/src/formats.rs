@@ -139,13 +139,7 @@ pub async fn run(
             runs[index].push(report);
         }
     }
-    server.terminate().map_err(|e| e.to_string())?;
-    let status = server
-        .wait(Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("sluice exited with {status}"));
-    }
+    server.stop(Duration::from_secs(120))?;
     let counts = verify::id_counts(&config.data_dir.join("data"), TABLE)?;
     Ok(FormatsReport {
         producers: config.producers,

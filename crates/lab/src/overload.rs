@@ -153,13 +153,7 @@ pub async fn run(
         "store back: drained in {drain_s:.1} s; peak resident {:.1} MiB",
         peak as f64 / MIB
     ));
-    server.terminate().map_err(|e| e.to_string())?;
-    let status = server
-        .wait(Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("sluice exited with {status}"));
-    }
+    server.stop(Duration::from_secs(120))?;
     let counts = verify::id_counts(&data, TABLE)?;
     let audit = verify::audit(&counts, report.acked_ids.as_deref().unwrap_or_default());
     Ok(OverloadReport {

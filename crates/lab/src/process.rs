@@ -141,6 +141,18 @@ impl ServerProcess {
         }
     }
 
+    /// Stops the server cleanly: SIGTERM, then at most `limit` for it to land what it holds and
+    /// exit. An exit other than success is an error.
+    pub fn stop(&mut self, limit: Duration) -> Result<(), String> {
+        self.terminate().map_err(|e| e.to_string())?;
+        let status = self.wait(limit).map_err(|e| e.to_string())?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("sluice exited with {status}"))
+        }
+    }
+
     /// Waits for the process to exit, at most `limit`.
     pub fn wait(&mut self, limit: Duration) -> std::io::Result<ExitStatus> {
         let deadline = Instant::now() + limit;

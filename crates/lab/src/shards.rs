@@ -204,13 +204,9 @@ async fn run_way(
     let report = load::run(load, Arc::new(Progress::default()), false)
         .await
         .map_err(|e| e.to_string())?;
-    sluice.terminate().map_err(|e| e.to_string())?;
-    let status = sluice
-        .wait(Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        return Err(format!("sluice exited with {status} ({})", way.name()));
-    }
+    sluice
+        .stop(Duration::from_secs(120))
+        .map_err(|e| format!("{e} ({})", way.name()))?;
     let table = way.local_table();
     let rows = wait_for_rows(shards, &table, report.rows_acked).await?;
     let mut parts = [0; 2];
