@@ -251,9 +251,9 @@ fn judge_text(kind: Kind, text: &str) -> Result<bool, String> {
     let quoted = || serde_json::from_str::<std::borrow::Cow<'_, str>>(text).ok();
     match kind {
         Kind::Decimal { precision, scale } => {
-            let number = match text.as_bytes()[0] {
-                b'"' => quoted().ok_or_else(|| "not a string".to_owned())?,
-                b'-' | b'0'..=b'9' => text.into(),
+            let number = match text.as_bytes().first() {
+                Some(b'"') => quoted().ok_or_else(|| "not a string".to_owned())?,
+                Some(b'-' | b'0'..=b'9') => text.into(),
                 _ => {
                     return Err(format!(
                         "expected a decimal number, found {}",
