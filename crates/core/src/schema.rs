@@ -259,13 +259,26 @@ impl ColumnType {
 
     /// The column type for an Arrow type, when sluice has one; text is `string`.
     pub fn from_arrow(data_type: &DataType) -> Option<ColumnType> {
-        match data_type {
-            &DataType::Decimal128(precision, scale) => Self::decimal(precision, scale).ok(),
-            _ => Self::ALL
-                .into_iter()
-                .filter(|ty| ty.metadata_name().is_none())
-                .find(|ty| &ty.arrow_type() == data_type),
-        }
+        Some(match data_type {
+            DataType::Boolean => Self::Bool,
+            DataType::Int8 => Self::Int8,
+            DataType::Int16 => Self::Int16,
+            DataType::Int32 => Self::Int32,
+            DataType::Int64 => Self::Int64,
+            DataType::UInt8 => Self::UInt8,
+            DataType::UInt16 => Self::UInt16,
+            DataType::UInt32 => Self::UInt32,
+            DataType::UInt64 => Self::UInt64,
+            DataType::Float32 => Self::Float32,
+            DataType::Float64 => Self::Float64,
+            DataType::Utf8 => Self::String,
+            DataType::Date32 => Self::Date,
+            DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if &**tz == TIMESTAMP_TZ => {
+                Self::Timestamp
+            }
+            &DataType::Decimal128(precision, scale) => return Self::decimal(precision, scale).ok(),
+            _ => return None,
+        })
     }
 
     /// The column type of an Arrow field: [`ColumnType::from_arrow`], with `uuid` and `json`

@@ -17,7 +17,7 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch, StringArray};
 
 use crate::error::DecodeError;
 use crate::name::printable;
-use crate::schema::ColumnType;
+use crate::schema::{ColumnType, TableSchema};
 
 /// The largest exponent a decimal's text may carry: more could never fit 38 digits.
 const MAX_EXPONENT: i64 = 100;
@@ -123,18 +123,17 @@ pub fn check_json_depth(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `batch`, whose columns are `types`, with its `uuid` columns in canonical form and its `json`
-/// columns checked. The error names the row (counted from 1) and the column.
-pub fn conform(batch: RecordBatch, types: &[ColumnType]) -> Result<RecordBatch, DecodeError> {
-    if !types
-        .iter()
-        .any(|t| matches!(t, ColumnType::Uuid | ColumnType::Json))
-    {
+/// `batch`, decoded into `table`'s columns, with its `uuid` columns in canonical form and its
+/// `json` columns checked. The error names the row (counted from 1) and the column. A table
+/// without such columns, most of them, costs a look at its column types.
+pub fn conform(batch: RecordBatch, table: &TableSchema) -> Result<RecordBatch, DecodeError> {
+    let types = || table.columns().iter().map(|c| c.ty);
+    if !types().any(|t| matches!(t, ColumnType::Uuid | ColumnType::Json)) {
         return Ok(batch);
     }
     let schema = batch.schema();
     let mut columns = batch.columns().to_vec();
-    for (index, ty) in types.iter().enumerate() {
+    for (index, ty) in types().enumerate() {
         let name = || schema.field(index).name().clone();
         let at = |row: usize, message: String| {
             let mut error = DecodeError::new(Some(row + 1), Some(name()), message);
@@ -246,7 +245,6 @@ mod tests {
             Column::new("doc", ColumnType::Json),
         ])
         .unwrap();
-        let types: Vec<ColumnType> = schema.columns().iter().map(|c| c.ty).collect();
         let batch = |ids: Vec<Option<&str>>, docs: Vec<Option<&str>>| {
             RecordBatch::try_new(
                 schema.arrow().clone(),
@@ -260,7 +258,7 @@ mod tests {
         let upper = "67E55044-10B1-426F-9247-BB680E5FE0C8";
         let good = conform(
             batch(vec![Some(upper), None], vec![Some("{\"a\":[1,2]}"), None]),
-            &types,
+            &schema,
         )
         .unwrap();
         assert_eq!(
@@ -269,9 +267,9 @@ mod tests {
         );
         assert!(good.column(0).is_null(1));
         assert_eq!(good.schema(), schema.arrow().clone(), "the metadata stays");
-        let bad = conform(batch(vec![None, Some("x")], vec![None, None]), &types).unwrap_err();
+        let bad = conform(batch(vec![None, Some("x")], vec![None, None]), &schema).unwrap_err();
         assert_eq!((bad.line, bad.field.as_deref()), (Some(2), Some("id")));
-        let bad = conform(batch(vec![None], vec![Some("{\"a\":")]), &types).unwrap_err();
+        let bad = conform(batch(vec![None], vec![Some("{\"a\":")]), &schema).unwrap_err();
         assert_eq!(bad.field.as_deref(), Some("doc"));
     }
 }

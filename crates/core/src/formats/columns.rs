@@ -915,8 +915,7 @@ mod tests {
         assert_eq!(batch.column(0).as_primitive::<Decimal128Type>().value(0), 0);
         assert_eq!(batch.column(1).as_string::<i32>().value(0), NIL_UUID);
         assert_eq!(batch.column(2).as_string::<i32>().value(0), "{}");
-        let conformed =
-            crate::values::conform(batch, &[decimal(9, 2), ColumnType::Uuid, ColumnType::Json]);
+        let conformed = crate::values::conform(batch, &schema);
         assert!(conformed.is_ok(), "the defaults are a UUID and JSON");
     }
 

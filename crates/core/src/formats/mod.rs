@@ -44,8 +44,7 @@ pub fn decode(
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
     let batch = decode_format(schema, body, options)?;
-    let types: Vec<_> = schema.columns().iter().map(|c| c.ty).collect();
-    crate::values::conform(batch, &types)
+    crate::values::conform(batch, schema)
 }
 
 fn decode_format(

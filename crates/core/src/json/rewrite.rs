@@ -40,12 +40,17 @@ pub(crate) fn rewrite(
         .filter(|f| matches!(f.data_type(), DataType::Timestamp(..)))
         .map(|f| f.name().as_str())
         .collect();
-    let json_columns: Vec<&str> = schema
-        .fields()
-        .iter()
-        .filter(|f| ColumnType::from_field(f) == Some(ColumnType::Json))
-        .map(|f| f.name().as_str())
-        .collect();
+    // Looked for only when a row holds a json value: most bodies have none.
+    let json_columns: Vec<&str> = if with_json.is_empty() {
+        Vec::new()
+    } else {
+        schema
+            .fields()
+            .iter()
+            .filter(|f| ColumnType::from_field(f) == Some(ColumnType::Json))
+            .map(|f| f.name().as_str())
+            .collect()
+    };
     let defaults: Vec<(&str, &str)> = schema
         .fields()
         .iter()
@@ -58,10 +63,12 @@ pub(crate) fn rewrite(
         let seconds = in_seconds.binary_search(&index).is_ok();
         let spans = json_spans.next_if(|(at, _)| *at == index).map(|(_, s)| s);
         let nulls = !defaults.is_empty() && holds_null(row);
+        if !seconds && spans.is_none() && !nulls {
+            continue;
+        }
         let text = match spans {
             // Only json values to turn into strings: each is replaced where it lies.
             Some(spans) if !seconds && !nulls => quote_spans(row.text, spans),
-            _ if !seconds && spans.is_none() && !nulls => continue,
             _ => {
                 let columns = Rewrites {
                     timestamps: if seconds { &timestamps } else { &[] },
