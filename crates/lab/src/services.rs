@@ -69,6 +69,17 @@ fn output_of(script_name: &str, args: &[&str], mut command: Command) -> Result<S
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
+/// A fresh folder for a server's files, named with `prefix`, and its path as text for the
+/// service scripts.
+fn scratch(prefix: &str) -> Result<(tempfile::TempDir, String), String> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let path = dir.path().to_string_lossy().into_owned();
+    Ok((dir, path))
+}
+
 /// `script_name ACTION DIR`: an action (stop, freeze, thaw) on the server kept in `dir`.
 fn on_dir(script_name: &str, action: &str, dir: &tempfile::TempDir) -> Result<(), String> {
     run(script_name, &[action, &dir.path().to_string_lossy()]).map(|_| ())
@@ -86,11 +97,7 @@ pub struct Postgres {
 impl Postgres {
     /// Starts a fresh cluster.
     pub fn start() -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-pg-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let path = dir.path().to_string_lossy().into_owned();
+        let (dir, path) = scratch("sluice-pg-")?;
         let (url, port) = on_free_ports(|[port]| {
             run("postgres.sh", &["start", &path, &port.to_string()]).map(|url| (url, port))
         })?;
@@ -164,11 +171,7 @@ impl ClickHouse {
     }
 
     fn start_on(http: u16, tcp: u16, shards: &str) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-ch-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let path = dir.path().to_string_lossy().into_owned();
+        let (dir, path) = scratch("sluice-ch-")?;
         let url = run(
             "clickhouse.sh",
             &["start", &path, &http.to_string(), &tcp.to_string(), shards],
@@ -260,11 +263,7 @@ impl S3 {
 
     /// Starts a fresh server with an empty bucket `bucket`.
     pub fn start(bucket: &str) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-s3-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let path = dir.path().to_string_lossy().into_owned();
+        let (dir, path) = scratch("sluice-s3-")?;
         let endpoint = on_free_ports(|[port]| run("s3.sh", &["start", &path, &port.to_string()]))?;
         // A bucket of s3s-fs is a folder of its data folder.
         std::fs::create_dir_all(dir.path().join("data").join(bucket)).map_err(|e| e.to_string())?;
@@ -344,11 +343,7 @@ impl Moto {
     /// Starts a fresh server with an empty bucket `bucket`, from the virtualenv around
     /// `$SLUICE_PYTHON` (the script's own default without it).
     pub fn start(bucket: &str) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-moto-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let path = dir.path().to_string_lossy().into_owned();
+        let (dir, path) = scratch("sluice-moto-")?;
         let endpoint =
             on_free_ports(|[port]| run_moto(&["start", &path, &port.to_string(), bucket]))?;
         Ok(Self {
@@ -400,11 +395,7 @@ pub struct Azurite {
 impl Azurite {
     /// Starts a fresh server with an empty container `container`.
     pub fn start(container: &str) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("sluice-azurite-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let path = dir.path().to_string_lossy().into_owned();
+        let (dir, path) = scratch("sluice-azurite-")?;
         let endpoint = on_free_ports(|[port]| {
             run(
                 "azurite.sh",

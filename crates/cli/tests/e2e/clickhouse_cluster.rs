@@ -183,12 +183,12 @@ async fn a_shard_that_fails_mid_flush_gets_its_rows_and_the_other_none_twice() {
         .text()
         .await
         .unwrap();
-    let retried: f64 = page
-        .lines()
-        .filter(|line| line.starts_with("sluice_flush_errors_total{"))
-        .filter(|line| line.contains("table=\"events\"") && line.contains("kind=\"retriable\""))
-        .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
-        .unwrap_or(0.0);
+    let retried = crate::common::table_sample(
+        &page,
+        "events",
+        "sluice_flush_errors_total",
+        &["kind=\"retriable\""],
+    );
     assert!(retried >= 2.0, "the flush was retried: {retried}");
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());

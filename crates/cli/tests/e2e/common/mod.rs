@@ -463,9 +463,15 @@ pub fn dead_letter(data_dir: &Path, table: &str) -> (String, String) {
 /// The value of the sample of `name` for table `load` carrying every label in `labels`, in a
 /// `/metrics` page; 0 when there is none.
 pub fn sample(page: &str, name: &str, labels: &[&str]) -> f64 {
+    table_sample(page, "load", name, labels)
+}
+
+/// [`sample`] for table `table`.
+pub fn table_sample(page: &str, table: &str, name: &str, labels: &[&str]) -> f64 {
+    let table = format!("table=\"{table}\"");
     page.lines()
         .filter(|line| line.starts_with(&format!("{name}{{")))
-        .filter(|line| line.contains("table=\"load\"") && labels.iter().all(|l| line.contains(l)))
+        .filter(|line| line.contains(&table) && labels.iter().all(|l| line.contains(l)))
         .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
         .unwrap_or(0.0)
 }
