@@ -123,26 +123,31 @@ impl PartitionSpec {
         let column = schema.column(name).ok_or_else(|| {
             ConfigError::new("partition_by", format!("there is no column '{name}'"))
         })?;
-        let ty = column.ty;
+        let ty = &column.ty;
         let ok = match self {
             Self::None => true,
-            Self::Column(_) => !matches!(
-                ty,
-                ColumnType::Float32
-                    | ColumnType::Float64
-                    | ColumnType::Timestamp
-                    | ColumnType::Decimal { .. }
-                    | ColumnType::Json
-            ),
+            Self::Column(_) => {
+                !ty.is_nested()
+                    && !matches!(
+                        ty,
+                        ColumnType::Float32
+                            | ColumnType::Float64
+                            | ColumnType::Timestamp
+                            | ColumnType::Decimal { .. }
+                            | ColumnType::Json
+                    )
+            }
             Self::Day(_) => matches!(ty, ColumnType::Timestamp | ColumnType::Date),
-            Self::Hour(_) => ty == ColumnType::Timestamp,
+            Self::Hour(_) => *ty == ColumnType::Timestamp,
         };
         if !ok {
             let hint = match self {
-                Self::Column(_) if ty == ColumnType::Timestamp => {
+                Self::Column(_) if *ty == ColumnType::Timestamp => {
                     "; partition a timestamp by day(col) or hour(col)"
                 }
-                Self::Column(_) if ty == ColumnType::Json => "; partition by a scalar column",
+                Self::Column(_) if *ty == ColumnType::Json || ty.is_nested() => {
+                    "; partition by a scalar column"
+                }
                 Self::Column(_) => "; numbers with a fraction make poor partitions",
                 _ => "",
             };

@@ -62,10 +62,13 @@ impl TableDef {
                     format!("there is no column '{key}'"),
                 ));
             };
-            if column.ty == ColumnType::Json {
+            if column.ty == ColumnType::Json || column.ty.is_nested() {
                 return Err(ConfigError::new(
                     format!("sort_by[{i}]"),
-                    format!("column '{key}' is json, which has no order; sort by scalar columns"),
+                    format!(
+                        "column '{key}' is {}, which has no order; sort by scalar columns",
+                        column.ty
+                    ),
                 ));
             }
             if layout.sort_by[..i].contains(key) {
@@ -169,7 +172,7 @@ impl TableDef {
     pub fn partition_key_type(&self) -> Option<ColumnType> {
         match &self.partition {
             PartitionSpec::None => None,
-            PartitionSpec::Column(c) => self.schema.column(c).map(|c| c.ty),
+            PartitionSpec::Column(c) => self.schema.column(c).map(|c| c.ty.clone()),
             PartitionSpec::Day(_) => Some(ColumnType::Date),
             PartitionSpec::Hour(_) => Some(ColumnType::String),
         }

@@ -127,7 +127,7 @@ pub fn check_json_depth(text: &str) -> Result<(), String> {
 /// `json` columns checked. The error names the row (counted from 1) and the column. A table
 /// without such columns, most of them, costs a look at its column types.
 pub fn conform(batch: RecordBatch, table: &TableSchema) -> Result<RecordBatch, DecodeError> {
-    let types = || table.columns().iter().map(|c| c.ty);
+    let types = || table.columns().iter().map(|c| &c.ty);
     if !types().any(|t| matches!(t, ColumnType::Uuid | ColumnType::Json)) {
         return Ok(batch);
     }

@@ -52,7 +52,7 @@ pub(crate) struct Abilities {
     /// Whether a column of the store's type (as the store spells it) keeps every value of a
     /// layout's type exactly; why not, when it does not. Asked only of `decimal`, `uuid` and
     /// `json` columns.
-    pub(crate) holds: fn(ColumnType, &str) -> Result<(), String>,
+    pub(crate) holds: fn(&ColumnType, &str) -> Result<(), String>,
 }
 
 /// Whether `decimal(store_precision, store_scale)` holds every value of `decimal(precision,
@@ -167,7 +167,7 @@ pub(crate) fn plan<'a>(
                 ColumnType::Decimal { .. } | ColumnType::Uuid | ColumnType::Json
             )
         {
-            (can.holds)(layout.ty, &column.ty).map_err(|why| {
+            (can.holds)(&layout.ty, &column.ty).map_err(|why| {
                 refuse(format!(
                     "its column '{}' is {}, which does not keep every {} value exactly: {why}; \
                      change the column's type in the store, or the layout's",
@@ -356,7 +356,10 @@ mod tests {
             holds: |ty, store| match (ty, store.strip_prefix("numeric(")) {
                 (ColumnType::Decimal { precision, scale }, Some(rest)) => {
                     let (p, s) = rest.trim_end_matches(')').split_once(',').unwrap();
-                    decimal_holds((precision, scale), (p.parse().unwrap(), s.parse().unwrap()))
+                    decimal_holds(
+                        (*precision, *scale),
+                        (p.parse().unwrap(), s.parse().unwrap()),
+                    )
                 }
                 (ColumnType::Decimal { .. }, None) => Err("not a number type".into()),
                 _ => Ok(()),

@@ -18,8 +18,9 @@ use arrow::array::{
     ArrayBuilder, ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
     Float64Builder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch,
     StringBuilder, TimestampMicrosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder,
-    UInt64Builder,
+    UInt64Builder, new_null_array,
 };
+use arrow::datatypes::DataType;
 
 use super::text;
 use crate::error::DecodeError;
@@ -67,7 +68,7 @@ pub(crate) enum Kind {
 /// Only the pairs where no value ever could are refused here, before a value is read: decimals
 /// and UUIDs into a column that takes neither, and into `decimal`, `uuid` and `json` columns
 /// what they never take. Every other pair is judged value by value.
-pub(crate) fn can_take(ty: ColumnType, kind: Kind) -> bool {
+pub(crate) fn can_take(ty: &ColumnType, kind: Kind) -> bool {
     use ColumnType as T;
     let number = matches!(
         ty,
@@ -87,6 +88,7 @@ pub(crate) fn can_take(ty: ColumnType, kind: Kind) -> bool {
         (_, Kind::Uuid) => matches!(ty, T::Uuid | T::String),
         (T::Decimal { .. }, kind) => matches!(kind, Kind::Whole | Kind::Text),
         (T::Uuid | T::Json, kind) => kind == Kind::Text,
+        (T::List(_) | T::Struct(_) | T::Map(_), _) => false,
         _ => true,
     }
 }
@@ -129,10 +131,26 @@ impl<'s> Columns<'s> {
                 "the column is required (not nullable) but the insert leaves it out".to_owned(),
             ));
         }
+        if let Some(nested) = targets
+            .iter()
+            .flatten()
+            .map(|&i| &schema.columns()[i])
+            .find(|c| c.ty.is_nested())
+        {
+            return Err(DecodeError::new(
+                None,
+                Some(nested.name.clone()),
+                format!(
+                    "the column is {}, which this format does not carry yet; send it as \
+                     JSONEachRow",
+                    nested.ty.clickhouse_name()
+                ),
+            ));
+        }
         let builders = schema
             .columns()
             .iter()
-            .map(|c| Builder::new(c.ty))
+            .map(|c| Builder::new(&c.ty))
             .collect();
         Ok(Self {
             schema,
@@ -150,9 +168,9 @@ impl<'s> Columns<'s> {
     }
 
     /// The type of the table column the body's column `index` goes to.
-    pub(crate) fn target_type(&self, index: usize) -> Option<ColumnType> {
+    pub(crate) fn target_type(&self, index: usize) -> Option<&ColumnType> {
         let target = (*self.targets.get(index)?)?;
-        Some(self.schema.columns()[target].ty)
+        Some(&self.schema.columns()[target].ty)
     }
 
     /// How many values a row holds: one per column of the body.
@@ -205,10 +223,10 @@ impl<'s> Columns<'s> {
                         .to_owned(),
                 );
             }
-            builder.push_default(column.ty);
+            builder.push_default(&column.ty);
             return Ok(());
         }
-        builder.push(column.ty, value)
+        builder.push(&column.ty, value)
     }
 
     /// Ends a block of `rows` rows put column by column: the table's columns the body does not
@@ -239,7 +257,7 @@ impl<'s> Columns<'s> {
                     ));
                 }
                 self.builders[i]
-                    .push(column.ty, Value::Null)
+                    .push(&column.ty, Value::Null)
                     .map_err(|e| DecodeError::new(None, Some(column.name.clone()), e))?;
             }
             *filled = false;
@@ -305,10 +323,12 @@ enum Builder {
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
     Decimal(Decimal128Builder),
+    /// A `list`, `struct` or `map` column the body does not name: all null.
+    Nulls(DataType, usize),
 }
 
 impl Builder {
-    fn new(ty: ColumnType) -> Self {
+    fn new(ty: &ColumnType) -> Self {
         match ty {
             ColumnType::Bool => Self::Bool(BooleanBuilder::new()),
             ColumnType::Int8 => Self::Int8(Int8Builder::new()),
@@ -333,11 +353,14 @@ impl Builder {
             ColumnType::String | ColumnType::Uuid | ColumnType::Json => {
                 Self::String(StringBuilder::new())
             }
+            ColumnType::List(_) | ColumnType::Struct(_) | ColumnType::Map(_) => {
+                Self::Nulls(ty.arrow_type(), 0)
+            }
         }
     }
 
     /// Appends `value` converted into the column's type `ty`, or says why it does not fit.
-    fn push(&mut self, ty: ColumnType, value: Value<'_>) -> Result<(), String> {
+    fn push(&mut self, ty: &ColumnType, value: Value<'_>) -> Result<(), String> {
         if value == Value::Null {
             self.push_null();
             return Ok(());
@@ -362,13 +385,14 @@ impl Builder {
             Self::Date(b) => b.append_value(to_days(value)?),
             Self::Timestamp(b) => b.append_value(to_micros(value)?),
             Self::Decimal(b) => b.append_value(to_decimal(value, ty)?),
+            Self::Nulls(..) => return Err(mismatch(value, &ty.name())),
         }
         Ok(())
     }
 
     /// The type's default, as ClickHouse stores one for a null: zero, false, the empty string,
     /// 1970-01-01, the nil UUID, and for `json` the empty object, as ClickHouse's `JSON` has.
-    fn push_default(&mut self, ty: ColumnType) {
+    fn push_default(&mut self, ty: &ColumnType) {
         match self {
             Self::Bool(b) => b.append_value(false),
             Self::Int8(b) => b.append_value(0),
@@ -389,6 +413,7 @@ impl Builder {
             Self::Date(b) => b.append_value(0),
             Self::Timestamp(b) => b.append_value(0),
             Self::Decimal(b) => b.append_value(0),
+            Self::Nulls(_, count) => *count += 1,
         }
     }
 
@@ -409,6 +434,7 @@ impl Builder {
             Self::Date(b) => b.append_null(),
             Self::Timestamp(b) => b.append_null(),
             Self::Decimal(b) => b.append_null(),
+            Self::Nulls(_, count) => *count += 1,
         }
     }
 
@@ -429,6 +455,7 @@ impl Builder {
             Self::Date(b) => Arc::new(b.finish()),
             Self::Timestamp(b) => Arc::new(b.finish()),
             Self::Decimal(b) => Arc::new(b.finish()),
+            Self::Nulls(data_type, count) => new_null_array(data_type, std::mem::take(count)),
         }
     }
 }
@@ -463,7 +490,7 @@ fn to_bool(value: Value<'_>) -> Result<bool, String> {
 }
 
 /// A whole number in the range of `T`, the column's type `ty`.
-fn to_int<T: TryFrom<i64> + TryFrom<u64>>(value: Value<'_>, ty: ColumnType) -> Result<T, String> {
+fn to_int<T: TryFrom<i64> + TryFrom<u64>>(value: Value<'_>, ty: &ColumnType) -> Result<T, String> {
     let out_of_range = || format!("{} is out of range for {}", shown(value), ty.name());
     match value {
         Value::Int(n) => T::try_from(n).map_err(|_| out_of_range()),
@@ -539,8 +566,8 @@ fn to_json(value: Value<'_>) -> Result<&str, String> {
 
 /// The unscaled integer of a `decimal(precision, scale)` column, the column's type `ty`: text
 /// that fits exactly, a whole number, or a binary decimal rescaled without losing a digit.
-fn to_decimal(value: Value<'_>, ty: ColumnType) -> Result<i128, String> {
-    let ColumnType::Decimal { precision, scale } = ty else {
+fn to_decimal(value: Value<'_>, ty: &ColumnType) -> Result<i128, String> {
+    let &ColumnType::Decimal { precision, scale } = ty else {
         return Err(mismatch(value, "a decimal"));
     };
     let unscaled = match value {
@@ -930,23 +957,23 @@ mod tests {
                     | ColumnType::Uuid
                     | ColumnType::Json
             );
-            assert_eq!(can_take(ty, Kind::Decimal), number_or_text, "{ty}");
+            assert_eq!(can_take(&ty, Kind::Decimal), number_or_text, "{ty}");
             let uuid = matches!(ty, ColumnType::Uuid | ColumnType::String);
-            assert_eq!(can_take(ty, Kind::Uuid), uuid, "{ty}");
+            assert_eq!(can_take(&ty, Kind::Uuid), uuid, "{ty}");
             assert!(
-                can_take(ty, Kind::Text),
+                can_take(&ty, Kind::Text),
                 "{ty}: text is judged value by value"
             );
         }
         for kind in [Kind::Bool, Kind::Float, Kind::Date, Kind::Time, Kind::Other] {
             for ty in [decimal(9, 2), ColumnType::Uuid, ColumnType::Json] {
-                assert!(!can_take(ty, kind), "{kind:?} into {ty}");
+                assert!(!can_take(&ty, kind), "{kind:?} into {ty}");
             }
         }
-        assert!(can_take(decimal(9, 2), Kind::Whole));
-        assert!(!can_take(ColumnType::Json, Kind::Whole));
+        assert!(can_take(&decimal(9, 2), Kind::Whole));
+        assert!(!can_take(&ColumnType::Json, Kind::Whole));
         assert!(
-            can_take(ColumnType::Int64, Kind::Date),
+            can_take(&ColumnType::Int64, Kind::Date),
             "judged value by value"
         );
     }
@@ -954,7 +981,7 @@ mod tests {
     #[test]
     fn every_column_type_has_its_own_builder() {
         for ty in ColumnType::ALL {
-            let schema = TableSchema::new(vec![Column::new("c", ty)]).unwrap();
+            let schema = TableSchema::new(vec![Column::new("c", ty.clone())]).unwrap();
             let mut columns = Columns::new(&schema, &["c".to_owned()], &skipping(false)).unwrap();
             columns.put(0, Value::Null).unwrap();
             columns.end_row().unwrap();

@@ -105,14 +105,14 @@ enum Element<'a> {
 }
 
 /// Reads `raw`, valid JSON, for a column of type `ty` (`None` when the column is skipped).
-fn element(raw: &RawValue, ty: Option<ColumnType>) -> Result<Element<'_>, DecodeError> {
+fn element<'a>(raw: &'a RawValue, ty: Option<&ColumnType>) -> Result<Element<'a>, DecodeError> {
     let text = raw.get();
     let invalid = |e: serde_json::Error| DecodeError::new(None, None, format!("invalid JSON: {e}"));
     let value = match text.as_bytes().first() {
         // A column the insert skips takes any value.
         _ if ty.is_none() => Value::Null,
         Some(b'n') => Value::Null,
-        _ if ty == Some(ColumnType::Json) => Value::Text(text),
+        _ if ty == Some(&ColumnType::Json) => Value::Text(text),
         Some(b'"') => match serde_json::from_str::<&str>(text) {
             Ok(content) => Value::Text(content),
             Err(_) => {

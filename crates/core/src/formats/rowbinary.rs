@@ -125,7 +125,7 @@ fn announced_types(
         .map(|(target, name)| match target {
             Some(i) => {
                 let column = &schema.columns()[*i];
-                Ok(WireType::of(column.ty, column.nullable))
+                Ok(WireType::of(&column.ty, column.nullable))
             }
             None => Err(DecodeError::new(
                 None,
@@ -409,7 +409,7 @@ mod tests {
         let types: Vec<_> = inferred
             .columns()
             .iter()
-            .map(|c| (c.ty, c.nullable))
+            .map(|c| (c.ty.clone(), c.nullable))
             .collect();
         assert_eq!(
             types,

@@ -208,10 +208,10 @@ fn csv_record(
     Ok((line, record))
 }
 
-fn csv_value(text: &str, ty: Option<ColumnType>) -> Value<'_> {
+fn csv_value<'a>(text: &'a str, ty: Option<&ColumnType>) -> Value<'a> {
     match (text, ty) {
         ("\\N", _) => Value::Null,
-        ("", Some(ty)) if ty != ColumnType::String => Value::Null,
+        ("", Some(ty)) if *ty != ColumnType::String => Value::Null,
         _ => Value::Text(text),
     }
 }
@@ -478,7 +478,7 @@ mod tests {
         let types: Vec<_> = schema
             .columns()
             .iter()
-            .map(|c| (c.ty, c.nullable))
+            .map(|c| (c.ty.clone(), c.nullable))
             .collect();
         assert_eq!(
             types,

@@ -106,7 +106,7 @@ impl WireType {
     }
 
     /// What a column of `ty` is sent as: the type `DESCRIBE TABLE` announces for it.
-    pub(crate) fn of(ty: ColumnType, nullable: bool) -> Self {
+    pub(crate) fn of(ty: &ColumnType, nullable: bool) -> Self {
         let inner = Self::parse(&ty.clickhouse_name()).unwrap_or(Self::String);
         if nullable {
             Self::Nullable(Box::new(inner))
@@ -430,10 +430,10 @@ mod tests {
             let sent = if ty == ColumnType::Json {
                 ColumnType::String
             } else {
-                ty
+                ty.clone()
             };
             assert_eq!(
-                WireType::of(ty, true).column_type(),
+                WireType::of(&ty, true).column_type(),
                 Ok((sent, true)),
                 "{ty}"
             );

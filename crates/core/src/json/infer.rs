@@ -192,7 +192,7 @@ mod tests {
         let types: Vec<_> = schema
             .columns()
             .iter()
-            .map(|c| (c.name.as_str(), c.ty))
+            .map(|c| (c.name.as_str(), c.ty.clone()))
             .collect();
         assert_eq!(
             types,
@@ -212,7 +212,7 @@ mod tests {
         let types: Vec<_> = schema
             .columns()
             .iter()
-            .map(|c| (c.name.as_str(), c.ty))
+            .map(|c| (c.name.as_str(), c.ty.clone()))
             .collect();
         assert_eq!(
             types,

@@ -186,7 +186,7 @@ mod tests {
             TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap()
         };
         for ty in [ColumnType::Int32, ColumnType::Bool, ColumnType::String] {
-            assert_eq!(check_key(&table(ty), "k"), Ok(()), "{ty}");
+            assert_eq!(check_key(&table(ty.clone()), "k"), Ok(()), "{ty}");
         }
         let decimal = ColumnType::Decimal {
             precision: 10,
@@ -198,7 +198,7 @@ mod tests {
             decimal,
             ColumnType::Float64,
         ] {
-            let error = check_key(&table(ty), "k").unwrap_err();
+            let error = check_key(&table(ty.clone()), "k").unwrap_err();
             assert!(error.contains(&format!("is {ty};")), "{error}");
         }
     }

@@ -35,7 +35,7 @@ pub(crate) fn ch_type(field: &Field) -> Result<Cow<'static, str>, String> {
 
 /// Whether a column of ClickHouse type `store` (as `system.columns` spells it) keeps every
 /// value of a layout's `ty` exactly, as `JSONEachRow` carries it ([`fit`]'s question).
-pub(crate) fn holds(ty: ColumnType, store: &str) -> Result<(), String> {
+pub(crate) fn holds(ty: &ColumnType, store: &str) -> Result<(), String> {
     let mut store = store;
     for wrapper in ["Nullable(", "LowCardinality("] {
         if let Some(inner) = store
@@ -45,7 +45,7 @@ pub(crate) fn holds(ty: ColumnType, store: &str) -> Result<(), String> {
             store = inner;
         }
     }
-    match ty {
+    match *ty {
         ColumnType::Decimal { precision, scale } => {
             let declared = store
                 .strip_prefix("Decimal(")
@@ -299,7 +299,7 @@ mod tests {
             "Nullable(Decimal(18, 4))",
             "Decimal(38, 2)",
         ] {
-            assert_eq!(holds(decimal, store), Ok(()), "{store}");
+            assert_eq!(holds(&decimal, store), Ok(()), "{store}");
         }
         for store in [
             "Decimal(12, 1)",
@@ -308,14 +308,14 @@ mod tests {
             "Float64",
             "Int64",
         ] {
-            assert!(holds(decimal, store).is_err(), "{store}");
+            assert!(holds(&decimal, store).is_err(), "{store}");
         }
-        assert_eq!(holds(ColumnType::Uuid, "Nullable(UUID)"), Ok(()));
-        assert_eq!(holds(ColumnType::Uuid, "String"), Ok(()));
-        assert!(holds(ColumnType::Uuid, "FixedString(16)").is_err());
-        assert_eq!(holds(ColumnType::Json, "LowCardinality(String)"), Ok(()));
-        assert!(holds(ColumnType::Json, "UInt8").is_err());
-        assert_eq!(holds(ColumnType::String, "UInt8"), Ok(()));
+        assert_eq!(holds(&ColumnType::Uuid, "Nullable(UUID)"), Ok(()));
+        assert_eq!(holds(&ColumnType::Uuid, "String"), Ok(()));
+        assert!(holds(&ColumnType::Uuid, "FixedString(16)").is_err());
+        assert_eq!(holds(&ColumnType::Json, "LowCardinality(String)"), Ok(()));
+        assert!(holds(&ColumnType::Json, "UInt8").is_err());
+        assert_eq!(holds(&ColumnType::String, "UInt8"), Ok(()));
         let field = |ty: ColumnType| ty.arrow_field("c", false);
         assert_eq!(ch_type(&field(decimal)).unwrap(), "Decimal(12, 2)");
         assert_eq!(ch_type(&field(ColumnType::Uuid)).unwrap(), "UUID");

@@ -29,7 +29,7 @@ const SINK: &str = "lake";
 const DELTA_TZ: &str = "UTC";
 
 /// The Delta type a column is stored as.
-pub(crate) fn delta_type(ty: ColumnType) -> Result<DeltaType, SinkError> {
+pub(crate) fn delta_type(ty: &ColumnType) -> Result<DeltaType, SinkError> {
     Ok(match ty {
         ColumnType::Bool => DeltaType::BOOLEAN,
         ColumnType::Int8 => DeltaType::BYTE,
@@ -37,7 +37,7 @@ pub(crate) fn delta_type(ty: ColumnType) -> Result<DeltaType, SinkError> {
         ColumnType::Int32 | ColumnType::UInt16 => DeltaType::INTEGER,
         ColumnType::Int64 | ColumnType::UInt32 => DeltaType::LONG,
         ColumnType::UInt64 => decimal(20, 0)?,
-        ColumnType::Decimal { precision, scale } => decimal(precision, scale)?,
+        &ColumnType::Decimal { precision, scale } => decimal(precision, scale)?,
         ColumnType::Float32 => DeltaType::FLOAT,
         ColumnType::Float64 => DeltaType::DOUBLE,
         ColumnType::Date => DeltaType::DATE,
@@ -64,7 +64,7 @@ fn decimal(precision: u8, scale: u8) -> Result<DeltaType, SinkError> {
 }
 
 /// The Arrow type of a column inside a data file, matching [`delta_type`].
-pub(crate) fn file_arrow_type(ty: ColumnType) -> DataType {
+pub(crate) fn file_arrow_type(ty: &ColumnType) -> DataType {
     match ty {
         ColumnType::UInt8 => DataType::Int16,
         ColumnType::UInt16 => DataType::Int32,
@@ -86,7 +86,7 @@ pub(crate) fn delta_columns(
         .map(|c| {
             Ok(StructField::new(
                 c.name.clone(),
-                delta_type(c.ty)?,
+                delta_type(&c.ty)?,
                 c.nullable,
             ))
         })
@@ -95,7 +95,7 @@ pub(crate) fn delta_columns(
         (PartitionSpec::Column(c), _) => vec![c.clone()],
         (PartitionSpec::Day(_) | PartitionSpec::Hour(_), Some(key)) => {
             let ty = table.partition_key_type().unwrap_or(ColumnType::String);
-            fields.push(StructField::new(key.clone(), delta_type(ty)?, true));
+            fields.push(StructField::new(key.clone(), delta_type(&ty)?, true));
             vec![key]
         }
         _ => Vec::new(),
@@ -114,7 +114,7 @@ pub(crate) fn file_schema(table: &TableDef) -> SchemaRef {
         .columns()
         .iter()
         .filter(|c| Some(c.name.as_str()) != skip)
-        .map(|c| Field::new(c.name.clone(), file_arrow_type(c.ty), c.nullable))
+        .map(|c| Field::new(c.name.clone(), file_arrow_type(&c.ty), c.nullable))
         .collect();
     Arc::new(Schema::new(fields))
 }
@@ -202,13 +202,13 @@ mod tests {
             scale: 38,
         };
         assert_eq!(
-            delta_type(decimal).unwrap(),
+            delta_type(&decimal).unwrap(),
             DeltaType::decimal(38, 38).unwrap()
         );
-        assert_eq!(file_arrow_type(decimal), DataType::Decimal128(38, 38));
+        assert_eq!(file_arrow_type(&decimal), DataType::Decimal128(38, 38));
         for ty in [ColumnType::Uuid, ColumnType::Json] {
-            assert_eq!(delta_type(ty).unwrap(), DeltaType::STRING);
-            assert_eq!(file_arrow_type(ty), DataType::Utf8);
+            assert_eq!(delta_type(&ty).unwrap(), DeltaType::STRING);
+            assert_eq!(file_arrow_type(&ty), DataType::Utf8);
         }
     }
 
@@ -221,7 +221,7 @@ mod tests {
                 .unwrap();
         let file = Arc::new(Schema::new(vec![Field::new(
             "n",
-            file_arrow_type(ColumnType::UInt64),
+            file_arrow_type(&ColumnType::UInt64),
             false,
         )]));
         let out = to_file_batch(&t, &file, &batch).unwrap();

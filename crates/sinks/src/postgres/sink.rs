@@ -309,7 +309,7 @@ impl PostgresSink {
             Err(e) => return Err(classify(&e, &format!("cannot create table {name}"))),
         }
         let columns = table.schema().columns();
-        Ok(columns.iter().map(|c| Form::created(c.ty)).collect())
+        Ok(columns.iter().map(|c| Form::created(&c.ty)).collect())
     }
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
@@ -496,7 +496,7 @@ fn forms_in(table: &TableDef, existing: &[StoreColumn]) -> Result<Forms, SinkErr
         .iter()
         .map(
             |column| match existing.iter().find(|c| c.name == column.name) {
-                Some(store) => Form::existing(column.ty, &store.ty).map_err(|why| {
+                Some(store) => Form::existing(&column.ty, &store.ty).map_err(|why| {
                     SinkError::permanent(
                         SINK,
                         format!(
@@ -507,7 +507,7 @@ fn forms_in(table: &TableDef, existing: &[StoreColumn]) -> Result<Forms, SinkErr
                         ),
                     )
                 }),
-                None => Ok(Form::created(column.ty)),
+                None => Ok(Form::created(&column.ty)),
             },
         )
         .collect()

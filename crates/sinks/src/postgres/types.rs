@@ -63,7 +63,7 @@ pub(crate) enum Form {
 
 impl Form {
     /// The form of a column of type `ty` in a table sluice created.
-    pub(crate) fn created(ty: ColumnType) -> Form {
+    pub(crate) fn created(ty: &ColumnType) -> Form {
         match ty {
             ColumnType::Decimal { .. } => Form::Numeric,
             ColumnType::Uuid => Form::Uuid,
@@ -75,9 +75,9 @@ impl Form {
     /// The form of a column of type `ty` landing in a store column of type `store`, as
     /// `format_type` spells it (`numeric(12,2)`, `character varying(36)`); why there is none
     /// when the store column would not keep every value exactly.
-    pub(crate) fn existing(ty: ColumnType, store: &str) -> Result<Form, String> {
+    pub(crate) fn existing(ty: &ColumnType, store: &str) -> Result<Form, String> {
         let text = store == "text" || store.split('(').next() == Some("character varying");
-        Ok(match ty {
+        Ok(match *ty {
             ColumnType::Decimal { precision, scale } => {
                 if text {
                     return Ok(Form::DecimalText);
@@ -330,7 +330,7 @@ mod tests {
             (ColumnType::String, "uuid", Form::Arrow),
         ];
         for (ty, store, form) in cases {
-            assert_eq!(Form::existing(ty, store), Ok(form), "{ty} into {store}");
+            assert_eq!(Form::existing(&ty, store), Ok(form), "{ty} into {store}");
         }
         for (ty, store) in [
             (DECIMAL, "numeric(12,1)"),
@@ -340,7 +340,7 @@ mod tests {
             (ColumnType::Uuid, "bytea"),
             (ColumnType::Json, "character(20)"),
         ] {
-            assert!(Form::existing(ty, store).is_err(), "{ty} into {store}");
+            assert!(Form::existing(&ty, store).is_err(), "{ty} into {store}");
         }
     }
 

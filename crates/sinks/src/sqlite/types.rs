@@ -53,7 +53,7 @@ impl Affinity {
 /// as a number, so any column keeps it.
 ///
 /// [`fit`]: crate::fit
-pub(crate) fn holds(ty: ColumnType, declared: &str) -> Result<(), String> {
+pub(crate) fn holds(ty: &ColumnType, declared: &str) -> Result<(), String> {
     let affinity = Affinity::of(declared);
     match ty {
         ColumnType::Decimal { .. } | ColumnType::Json
@@ -247,17 +247,17 @@ mod tests {
             scale: 2,
         };
         for ty in [decimal, ColumnType::Json] {
-            assert_eq!(holds(ty, "TEXT"), Ok(()));
-            assert_eq!(holds(ty, ""), Ok(()));
+            assert_eq!(holds(&ty, "TEXT"), Ok(()));
+            assert_eq!(holds(&ty, ""), Ok(()));
             for declared in ["DECIMAL(10,2)", "REAL", "JSON", "INTEGER"] {
-                let error = holds(ty, declared).unwrap_err();
+                let error = holds(&ty, declared).unwrap_err();
                 assert!(
                     error.contains("declare it TEXT"),
                     "{ty} {declared}: {error}"
                 );
             }
         }
-        assert_eq!(holds(ColumnType::Uuid, "UUID"), Ok(()));
-        assert_eq!(holds(ColumnType::String, "INTEGER"), Ok(()));
+        assert_eq!(holds(&ColumnType::Uuid, "UUID"), Ok(()));
+        assert_eq!(holds(&ColumnType::String, "INTEGER"), Ok(()));
     }
 }

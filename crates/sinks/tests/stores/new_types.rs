@@ -98,9 +98,9 @@ pub fn partitioned(
     keys_required: bool,
 ) -> TableDef {
     let mut columns = vec![Column::new("id", ColumnType::Int64).required()];
-    columns.extend(COLUMNS.iter().map(|&(name, ty)| {
-        let column = Column::new(name, ty);
-        match keys_required && sort_by.contains(&name) {
+    columns.extend(COLUMNS.iter().map(|(name, ty)| {
+        let column = Column::new(*name, ty.clone());
+        match keys_required && sort_by.contains(name) {
             true => column.required(),
             false => column,
         }
@@ -124,9 +124,9 @@ pub fn partitioned(
 pub fn batch(table: &TableDef, rows: std::ops::Range<usize>) -> RecordBatch {
     let ids = Int64Array::from_iter_values(rows.clone().map(|r| r as i64 + 1));
     let mut columns: Vec<ArrayRef> = vec![Arc::new(ids)];
-    for (index, &(_, ty)) in COLUMNS.iter().enumerate() {
+    for (index, (_, ty)) in COLUMNS.iter().enumerate() {
         let texts = rows.clone().map(|r| ROWS[r][index]);
-        columns.push(match ty {
+        columns.push(match *ty {
             ColumnType::Decimal { precision, scale } => Arc::new(
                 texts
                     .map(|text| text.map(unscaled))

@@ -172,15 +172,15 @@ impl Block<'_> {
                 at_row(self.first_row + row.unwrap_or(0), error)
             };
             read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
-            match table.target_type(index) {
-                Some(target) if ty.kind().is_some_and(|kind| !can_take(target, kind)) => {
+            match table.target_type(index).cloned() {
+                Some(target) if ty.kind().is_some_and(|kind| !can_take(&target, kind)) => {
                     let e =
                         format!("a {ty_name} value does not go into the table's {target} column");
                     return Err(in_column((None, e)));
                 }
                 Some(target) => {
                     let put = &mut |_: usize, value: Value<'_>| table.push(index, value);
-                    visit(&ty, input, self.rows, target, None, put).map_err(in_column)?;
+                    visit(&ty, input, self.rows, &target, None, put).map_err(in_column)?;
                 }
                 None => skip(&ty, input, self.rows as u64).map_err(|e| in_column((None, e)))?,
             }

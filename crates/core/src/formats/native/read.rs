@@ -102,7 +102,7 @@ pub(crate) fn visit(
     ty: &NativeType,
     input: &mut Input<'_>,
     rows: usize,
-    target: ColumnType,
+    target: &ColumnType,
     nulls: Option<&[u8]>,
     put: &mut Put<'_>,
 ) -> Result<(), (Option<usize>, String)> {
@@ -194,7 +194,7 @@ fn visit_low_cardinality(
     inner: &NativeType,
     input: &mut Input<'_>,
     rows: usize,
-    target: ColumnType,
+    target: &ColumnType,
     put: &mut Put<'_>,
 ) -> Result<(), (Option<usize>, String)> {
     let whole = |message: String| (None, message);
@@ -330,7 +330,7 @@ fn take_rows<'a>(input: &mut Input<'a>, rows: u64, width: usize) -> Result<&'a [
 }
 
 /// One fixed-width value for a column of type `target`.
-fn scalar_cell<'a>(scalar: &Scalar, bytes: &[u8], target: ColumnType) -> Result<Cell<'a>, String> {
+fn scalar_cell<'a>(scalar: &Scalar, bytes: &[u8], target: &ColumnType) -> Result<Cell<'a>, String> {
     let value = match scalar {
         Scalar::Bool => match bytes[0] {
             0 => Value::Bool(false),
@@ -374,7 +374,7 @@ fn scalar_cell<'a>(scalar: &Scalar, bytes: &[u8], target: ColumnType) -> Result<
                 .iter()
                 .find(|(v, _)| *v == value)
                 .ok_or_else(|| format!("{value} is not one of the Enum's values"))?;
-            if target == ColumnType::String {
+            if *target == ColumnType::String {
                 return Ok(Cell::Text(name.1.clone()));
             }
             Value::Int(i64::from(value))

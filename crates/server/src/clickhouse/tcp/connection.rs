@@ -630,7 +630,7 @@ fn sample_block(
     let mut out = Vec::new();
     packets::write_block_header(&mut out, columns.len(), 0);
     for column in columns {
-        let ty = type_for_client(column.ty, hello);
+        let ty = type_for_client(&column.ty, hello);
         packets::string(&mut out, &column.name);
         if column.nullable {
             packets::string(&mut out, &format!("Nullable({ty})"));
@@ -647,7 +647,7 @@ fn sample_block(
 /// its version and its revision (Debian's 18.16) gets `String` for them. `Decimal` and `UUID`
 /// are older: 18.16, at revision 54412, sends both in their binary layouts, and only a client
 /// older still gets `String` for them. A `json` column is `String` for every client.
-fn type_for_client(ty: ColumnType, hello: &Hello) -> std::borrow::Cow<'static, str> {
+fn type_for_client(ty: &ColumnType, hello: &Hello) -> std::borrow::Cow<'static, str> {
     const WITH_NEWER_TYPES: (u64, (u64, u64)) = (54452, (21, 12));
     const WITH_DECIMAL_AND_UUID: (u64, (u64, u64)) = (54412, (18, 16));
     let older_than = |(revision, version): (u64, (u64, u64))| {
@@ -697,7 +697,7 @@ mod tests {
         let announced = |hello: &Hello| -> Vec<String> {
             types
                 .iter()
-                .map(|ty| type_for_client(*ty, hello).into_owned())
+                .map(|ty| type_for_client(ty, hello).into_owned())
                 .collect()
         };
         assert_eq!(
