@@ -24,7 +24,7 @@ mod native;
 mod rowbinary;
 mod separated;
 mod strings;
-mod text;
+pub(crate) mod text;
 mod values;
 mod wire;
 

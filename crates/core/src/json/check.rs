@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 
 use super::JsonDialect;
 use super::frame::{Row as Framed, describe_start};
+use super::nested::{self, NestedValues};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::ColumnType;
@@ -50,11 +51,17 @@ enum Kind {
     /// Any value: noted, so the row is rewritten with the value's text as a string, which is
     /// what arrow-json puts in the column.
     Json,
+    /// A `list`, `struct` or `map` value: noted, so it is built from its text
+    /// ([`super::nested`]) and left out of what arrow-json reads.
+    Nested,
     Other,
 }
 
 fn kind(field: &Field, dialect: JsonDialect) -> Kind {
     let data_type = field.data_type();
+    if nested::is_nested(data_type) {
+        return Kind::Nested;
+    }
     match ColumnType::from_field(field) {
         Some(ColumnType::Decimal { precision, scale }) => {
             return Kind::Decimal { precision, scale };
@@ -82,6 +89,9 @@ pub(crate) struct ToRewrite {
     /// Rows with a value other than null in a `json` column, each with where those values lie
     /// in the row's text.
     pub(crate) with_json: Vec<(usize, Vec<Range<usize>>)>,
+    /// Rows with a `list`, `struct` or `map` value other than null, each with those values'
+    /// columns and where the values lie in the row's text.
+    pub(crate) with_nested: Vec<(usize, NestedValues)>,
 }
 
 /// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
@@ -100,6 +110,7 @@ pub(crate) fn check(
         let mut problem = None;
         let mut seconds = false;
         let mut json = Vec::new();
+        let mut nested = Vec::new();
         let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
@@ -110,6 +121,7 @@ pub(crate) fn check(
             seconds: &mut seconds,
             text: framed.text,
             json: &mut json,
+            nested: &mut nested,
         };
         let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
             if seconds {
@@ -117,6 +129,9 @@ pub(crate) fn check(
             }
             if !json.is_empty() {
                 to_rewrite.with_json.push((index, json));
+            }
+            if !nested.is_empty() {
+                to_rewrite.with_nested.push((index, nested));
             }
             continue;
         };
@@ -173,6 +188,8 @@ struct Row<'a> {
     text: &'a [u8],
     /// Where the row's `json` values other than null lie in `text`.
     json: &'a mut Vec<Range<usize>>,
+    /// The row's nested values other than null: their columns, and where they lie in `text`.
+    nested: &'a mut NestedValues,
 }
 
 impl<'de> DeserializeSeed<'de> for Row<'_> {
@@ -207,6 +224,12 @@ impl<'de> Visitor<'de> for Row<'_> {
             match self.kinds[i] {
                 Kind::Other => {
                     map.next_value_seed(Skip)?;
+                }
+                Kind::Nested => {
+                    let raw: &RawValue = map.next_value()?;
+                    if raw.get() != "null" {
+                        self.nested.push((i, span(self.text, raw.get())));
+                    }
                 }
                 kind @ (Kind::Decimal { .. } | Kind::Uuid | Kind::Json) => {
                     let raw: &RawValue = map.next_value()?;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, new_null_array};
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::json::ReaderBuilder;
@@ -14,7 +14,7 @@ use arrow::json::reader::Decoder;
 
 use super::frame;
 use super::kept::{self, KEPT_ROWS};
-use super::{DecodeOptions, check, rewrite};
+use super::{DecodeOptions, check, nested, rewrite};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{TableSchema, json_kind};
@@ -40,6 +40,12 @@ pub fn decode_ndjson(
     };
     let rows = frame::rows(body, options.dialect)?;
     let to_rewrite = check::check(&target, &rows, options.dialect)?;
+    let built = build_nested(&target, &rows, &to_rewrite.with_nested, options)?;
+    // arrow-json reads a nested column's values as null, so it must take a null there.
+    let decoded_schema = match built.is_empty() {
+        true => target.clone(),
+        false => nested::relaxed(&target),
+    };
     let rewritten = rewrite::rewrite(&target, &rows, &to_rewrite, options.null_as_default)?;
     let texts = || {
         rows.iter()
@@ -48,22 +54,62 @@ pub fn decode_ndjson(
     };
     let skip_unknown = options.skip_unknown_fields;
     let decoded = if options.dialect.is_line_framed() && rewritten.is_empty() {
-        decode_with(&target, [body], rows.len(), skip_unknown)
+        decode_with(&decoded_schema, [body], rows.len(), skip_unknown)
     } else {
-        decode_with(&target, texts(), rows.len(), skip_unknown)
+        decode_with(&decoded_schema, texts(), rows.len(), skip_unknown)
     };
-    let batch = match decoded {
+    let mut batch = match decoded {
         Ok(batch) => batch,
         Err(error) => {
             let rows = rows.iter().zip(texts()).map(|(row, text)| (row.line, text));
-            return Err(explain(schema, &target, rows, options, error));
+            return Err(explain(schema, &decoded_schema, rows, options, error));
         }
     };
+    if !built.is_empty() {
+        batch = with_columns(&target, batch, built)?;
+    }
     if options.columns.is_some() {
         widen(schema, batch)
     } else {
         Ok(batch)
     }
+}
+
+/// The `list`, `struct` and `map` columns of `target`, by index, built from their values' text;
+/// none when it has none.
+fn build_nested(
+    target: &SchemaRef,
+    rows: &[frame::Row<'_>],
+    values: &[(usize, nested::NestedValues)],
+    options: &DecodeOptions,
+) -> Result<Vec<(usize, ArrayRef)>, DecodeError> {
+    if !target
+        .fields()
+        .iter()
+        .any(|f| nested::is_nested(f.data_type()))
+    {
+        return Ok(Vec::new());
+    }
+    let reading = nested::Reading {
+        dialect: options.dialect,
+        skip_unknown: options.skip_unknown_fields,
+        null_as_default: options.null_as_default,
+    };
+    nested::build(target, rows, values, reading)
+}
+
+/// `batch`, decoded with its nested columns null, with those columns in place, as `target`.
+fn with_columns(
+    target: &SchemaRef,
+    batch: RecordBatch,
+    built: Vec<(usize, ArrayRef)>,
+) -> Result<RecordBatch, DecodeError> {
+    let mut columns = batch.columns().to_vec();
+    for (index, column) in built {
+        columns[index] = column;
+    }
+    RecordBatch::try_new(target.clone(), columns)
+        .map_err(|e| DecodeError::new(None, None, e.to_string()))
 }
 
 /// The schema of the columns an insert lists, in table order, after checking that every column

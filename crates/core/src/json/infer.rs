@@ -1,11 +1,11 @@
 //! A new table's schema, from its first insert.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use arrow::datatypes::DataType;
 
 use super::frame;
-use super::{JsonDialect, check};
+use super::{JsonDialect, check, shape};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{
@@ -16,7 +16,7 @@ use crate::schema::{
 ///
 /// Every row is read, so a column that holds `1` in one row and `1.5` in another becomes
 /// `float64`. Inferred columns are nullable. A column that holds an array or an object in any
-/// row becomes `json`, which keeps any value as its text.
+/// row becomes a `list`, a `struct` or `json`, by the rules of [`super::shape`].
 pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, DecodeError> {
     let (values, nested) = flat_objects(body, dialect)?;
     if values.is_empty() {
@@ -28,8 +28,8 @@ pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, De
     }
     let mut columns = inferred_columns(&values)?;
     for column in &mut columns {
-        if nested.contains(&column.name) {
-            column.ty = ColumnType::Json;
+        if let Some(values) = nested.get(&column.name) {
+            column.ty = shape::nested_type(&values.iter().collect::<Vec<_>>());
         }
     }
     if columns.is_empty() {
@@ -70,15 +70,18 @@ pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, De
     Ok(schema)
 }
 
+/// The values, row by row, of each key that holds an array or an object in some row.
+type NestedValues = HashMap<String, Vec<serde_json::Value>>;
+
 /// Every row of the body as a JSON object of scalars with names a column may have, and the
-/// keys that hold an array or an object in some row: their values are left out here (as null),
-/// since those columns are `json` whatever they hold.
+/// values, row by row, of the keys that hold an array or an object in some row: those are taken
+/// out of the rows (left as null), since their types are inferred apart.
 fn flat_objects(
     body: &[u8],
     dialect: JsonDialect,
-) -> Result<(Vec<serde_json::Value>, HashSet<String>), DecodeError> {
+) -> Result<(Vec<serde_json::Value>, NestedValues), DecodeError> {
     let mut values = Vec::new();
-    let mut nested = HashSet::new();
+    let mut nested_keys = HashSet::new();
     for row in frame::rows(body, dialect)? {
         let mut value: serde_json::Value =
             serde_json::from_slice(row.text).map_err(|e| check::refusal(&row, &e))?;
@@ -94,18 +97,19 @@ fn flat_objects(
                 |reason: String| DecodeError::new(Some(row.line), Some(printable(key)), reason);
             check_column_name(key).map_err(refuse)?;
             if field.is_array() || field.is_object() {
-                nested.insert(key.clone());
-                *field = serde_json::Value::Null;
+                nested_keys.insert(key.clone());
             }
         }
         values.push(value);
     }
-    // A key nested in a later row holds scalars in earlier ones: leave those out too.
+    // Every value of such a key, scalars in other rows too, decides its type.
+    let mut nested = NestedValues::new();
     for value in &mut values {
         if let serde_json::Value::Object(map) = value {
-            for key in &nested {
+            for key in &nested_keys {
                 if let Some(field) = map.get_mut(key) {
-                    *field = serde_json::Value::Null;
+                    let taken = std::mem::take(field);
+                    nested.entry(key.clone()).or_default().push(taken);
                 }
             }
         }
@@ -139,6 +143,10 @@ fn inferred_columns(values: &[serde_json::Value]) -> Result<Vec<Column>, DecodeE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn struct_of(name: &str, ty: ColumnType) -> ColumnType {
+        ColumnType::Struct(vec![crate::schema::StructField::new(name, ty)])
+    }
 
     fn infer(body: &[u8]) -> Result<TableSchema, DecodeError> {
         infer_schema(body, JsonDialect::Ndjson)
@@ -205,10 +213,12 @@ mod tests {
     }
 
     #[test]
-    fn arrays_and_objects_make_json_columns() {
-        let schema =
-            infer(b"{\"a\":1,\"tags\":\"x\"}\n\n{\"tags\":[1],\"attrs\":{\"k\":{}},\"n\":null}")
-                .unwrap();
+    fn arrays_and_objects_make_nested_or_json_columns() {
+        let schema = infer(
+            b"{\"a\":1,\"tags\":\"x\",\"ids\":[]}\n\n\
+              {\"tags\":[1],\"attrs\":{\"k\":{}},\"n\":null,\"ids\":[1,null],\"at\":{\"x\":1}}",
+        )
+        .unwrap();
         let types: Vec<_> = schema
             .columns()
             .iter()
@@ -218,9 +228,11 @@ mod tests {
             types,
             [
                 ("a", ColumnType::Int64),
+                ("ids", ColumnType::list(ColumnType::Int64)),
                 ("tags", ColumnType::Json),
-                ("attrs", ColumnType::Json),
-                ("n", ColumnType::String)
+                ("at", struct_of("x", ColumnType::Int64)),
+                ("attrs", struct_of("k", ColumnType::Json)),
+                ("n", ColumnType::String),
             ]
         );
     }

@@ -6,6 +6,8 @@
 //!
 //! - [`frame`]: a body cut into its rows, by the door's [`JsonDialect`]: one object per line for
 //!   sluice's own API, ClickHouse's looser framing for its `JSONEachRow`.
+//! - `leaf`, `nested`: `list`, `struct` and `map` columns built from their values' text, as
+//!   strictly as the table's own columns, with errors naming the path inside the value.
 //! - `check`: one serde_json pass over every row that refuses what is not JSON (RFC 8259), and
 //!   what arrow-json would take but store differently from what was sent.
 //! - `rewrite`: rows rewritten for ClickHouse's rules arrow-json does not know: a timestamp
@@ -14,6 +16,7 @@
 //! - [`decode`]: the checked rows through arrow-json into the table's schema; when that fails,
 //!   a row-by-row search for the first bad row, so good inserts pay nothing for good messages.
 //! - `kept`: arrow-json decoders kept per thread between small bodies of one schema.
+//! - [`shape`]: the type of a new column whose values are arrays or objects.
 //! - [`infer`]: a new table's schema from its first insert.
 //!
 //! serde_json is the judge of syntax, and arrow-json builds the columns: arrow-json's tape decoder
@@ -26,7 +29,10 @@ pub mod decode;
 pub mod frame;
 pub mod infer;
 mod kept;
+mod leaf;
+mod nested;
 mod rewrite;
+pub mod shape;
 
 pub use decode::{conform, decode_ndjson};
 pub use frame::count_rows;

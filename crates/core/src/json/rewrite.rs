@@ -7,8 +7,10 @@
 //! - With `input_format_null_as_default=1`, a null for a column that is not nullable is its
 //!   type's default: zero, false, the empty string, 1970-01-01.
 //!
-//! And for one of sluice's own: a `json` column holds any JSON value as its text, and arrow-json
+//! And for two of sluice's own: a `json` column holds any JSON value as its text, and arrow-json
 //! puts only strings in a text column, so each such value becomes a string holding its text.
+//! And a `list`, `struct` or `map` column is built from its values' text elsewhere
+//! ([`super::nested`]), so arrow-json reads `null` in its place.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -18,6 +20,7 @@ use serde_json::value::RawValue;
 
 use super::check::ToRewrite;
 use super::frame::Row as Framed;
+use super::nested::{self, NestedValues};
 use crate::error::DecodeError;
 use crate::schema::ColumnType;
 
@@ -33,6 +36,7 @@ pub(crate) fn rewrite(
     let ToRewrite {
         in_seconds,
         with_json,
+        with_nested,
     } = to_rewrite;
     let timestamps: Vec<&str> = schema
         .fields()
@@ -51,48 +55,69 @@ pub(crate) fn rewrite(
             .map(|f| f.name().as_str())
             .collect()
     };
+    let nested_columns: Vec<&str> = schema
+        .fields()
+        .iter()
+        .filter(|f| nested::is_nested(f.data_type()))
+        .map(|f| f.name().as_str())
+        .collect();
+    // A nested column's default is given where it is built.
     let defaults: Vec<(&str, &str)> = schema
         .fields()
         .iter()
-        .filter(|f| null_as_default && !f.is_nullable())
+        .filter(|f| null_as_default && !f.is_nullable() && !nested::is_nested(f.data_type()))
         .map(|f| (f.name().as_str(), default_of(f)))
         .collect();
     let mut rewritten = HashMap::with_capacity(in_seconds.len() + with_json.len());
     let mut json_spans = with_json.iter().peekable();
+    let mut nested_spans = with_nested.iter().peekable();
     for (index, row) in rows.iter().enumerate() {
         let seconds = in_seconds.binary_search(&index).is_ok();
-        let spans = json_spans.next_if(|(at, _)| *at == index).map(|(_, s)| s);
+        let json = json_spans.next_if(|(at, _)| *at == index).map(|(_, s)| s);
+        let nested = nested_spans.next_if(|(at, _)| *at == index).map(|(_, s)| s);
         let nulls = !defaults.is_empty() && holds_null(row);
-        if !seconds && spans.is_none() && !nulls {
+        if !seconds && json.is_none() && nested.is_none() && !nulls {
             continue;
         }
-        let text = match spans {
-            // Only json values to turn into strings: each is replaced where it lies.
-            Some(spans) if !seconds && !nulls => quote_spans(row.text, spans),
-            _ => {
-                let columns = Rewrites {
-                    timestamps: if seconds { &timestamps } else { &[] },
-                    json: if spans.is_some() { &json_columns } else { &[] },
-                    defaults: &defaults,
-                };
-                rewrite_row(row, &columns)?
-            }
+        let text = if !seconds && !nulls {
+            // Only values to replace: each is replaced where it lies.
+            replace_spans(row.text, json.map_or(&[], Vec::as_slice), nested)
+        } else {
+            let columns = Rewrites {
+                timestamps: if seconds { &timestamps } else { &[] },
+                json: if json.is_some() { &json_columns } else { &[] },
+                nested: if nested.is_some() {
+                    &nested_columns
+                } else {
+                    &[]
+                },
+                defaults: &defaults,
+            };
+            rewrite_row(row, &columns)?
         };
         rewritten.insert(index, text);
     }
     Ok(rewritten)
 }
 
-/// `text` with each of `spans`, a JSON value, replaced by a string holding its text.
-fn quote_spans(text: &[u8], spans: &[Range<usize>]) -> Vec<u8> {
+/// `text` with each of `json`, a JSON value, replaced by a string holding its text, and each
+/// nested value `null`.
+fn replace_spans(text: &[u8], json: &[Range<usize>], nested: Option<&NestedValues>) -> Vec<u8> {
+    let mut spans: Vec<(&Range<usize>, bool)> = json.iter().map(|span| (span, true)).collect();
+    spans.extend(nested.into_iter().flatten().map(|(_, span)| (span, false)));
+    spans.sort_by_key(|(span, _)| span.start);
     let mut out = Vec::with_capacity(text.len() + text.len() / 4);
     let mut at = 0;
-    for span in spans {
+    for (span, quoted) in spans {
         out.extend_from_slice(&text[at..span.start]);
-        // The span is a JSON value serde_json has read, so it is UTF-8.
-        let value = String::from_utf8_lossy(&text[span.clone()]);
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut out, &value);
+        if quoted {
+            // The span is a JSON value serde_json has read, so it is UTF-8.
+            let value = String::from_utf8_lossy(&text[span.clone()]);
+            // Writing a string into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, &value);
+        } else {
+            out.extend_from_slice(b"null");
+        }
         at = span.end;
     }
     out.extend_from_slice(&text[at..]);
@@ -105,6 +130,8 @@ struct Rewrites<'a> {
     timestamps: &'a [&'a str],
     /// `json` columns, whose values become strings of their text.
     json: &'a [&'a str],
+    /// `list`, `struct` and `map` columns, whose values become `null`.
+    nested: &'a [&'a str],
     /// Columns whose null becomes the default given.
     defaults: &'a [(&'a str, &'a str)],
 }
@@ -162,6 +189,12 @@ fn rewrite_row(row: &Framed<'_>, columns: &Rewrites<'_>) -> Result<Vec<u8>, Deco
             let text = serde_json::to_string(value.get())
                 .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
             *value = RawValue::from_string(text)
+                .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
+        }
+    }
+    for name in columns.nested {
+        if let Some(value) = object.get_mut(*name) {
+            *value = RawValue::from_string("null".to_owned())
                 .map_err(|e| fail(Some((*name).to_owned()), e.to_string()))?;
         }
     }
@@ -290,6 +323,7 @@ mod tests {
         let seconds = Rewrites {
             timestamps: &["at"],
             json: &[],
+            nested: &[],
             defaults: &[],
         };
         let out = rewrite_row(&row, &seconds).unwrap();
