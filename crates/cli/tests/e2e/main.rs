@@ -29,6 +29,7 @@ mod lake_delta;
 mod lake_layout;
 mod lake_s3;
 mod lake_throttle;
+mod nested_types;
 mod postgres_sink;
 mod resend_crash;
 mod shutdown_mid_load;

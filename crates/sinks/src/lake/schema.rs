@@ -14,13 +14,17 @@
 //! Rows written under an earlier layout are not checked again. A `decimal` must match the
 //! log's precision and scale exactly, as every other type does: files of one column with two
 //! scales would not read as one column.
+//!
+//! A `list` is a Delta `array`, a `struct` a Delta `struct` and a `map` a Delta `map` with string
+//! keys, holding the types above; everything inside may be null.
 
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use deltalake_core::kernel::{DataType as DeltaType, StructField};
+use deltalake_core::kernel::{ArrayType, DataType as DeltaType, MapType, StructField, StructType};
+use sluice_core::schema::{LIST_ELEMENT, MAP_ENTRIES, MAP_KEY, MAP_VALUE};
 use sluice_core::{ColumnType, PartitionSpec, SinkError, TableDef};
 
 const SINK: &str = "lake";
@@ -43,6 +47,17 @@ pub(crate) fn delta_type(ty: &ColumnType) -> Result<DeltaType, SinkError> {
         ColumnType::Date => DeltaType::DATE,
         ColumnType::Timestamp => DeltaType::TIMESTAMP,
         ColumnType::String | ColumnType::Uuid | ColumnType::Json => DeltaType::STRING,
+        ColumnType::List(element) => ArrayType::new(delta_type(element)?, true).into(),
+        ColumnType::Map(value) => MapType::new(DeltaType::STRING, delta_type(value)?, true).into(),
+        ColumnType::Struct(fields) => {
+            let fields = fields
+                .iter()
+                .map(|f| Ok(StructField::new(f.name.clone(), delta_type(&f.ty)?, true)))
+                .collect::<Result<Vec<_>, SinkError>>()?;
+            StructType::try_new(fields)
+                .map_err(|e| SinkError::permanent(SINK, format!("{ty} is no Delta struct: {e}")))?
+                .into()
+        }
         other => {
             return Err(SinkError::permanent(
                 SINK,
@@ -63,7 +78,8 @@ fn decimal(precision: u8, scale: u8) -> Result<DeltaType, SinkError> {
     })
 }
 
-/// The Arrow type of a column inside a data file, matching [`delta_type`].
+/// The Arrow type of a column inside a data file, matching [`delta_type`], with the field names
+/// Delta readers expect inside lists and maps.
 pub(crate) fn file_arrow_type(ty: &ColumnType) -> DataType {
     match ty {
         ColumnType::UInt8 => DataType::Int16,
@@ -71,6 +87,25 @@ pub(crate) fn file_arrow_type(ty: &ColumnType) -> DataType {
         ColumnType::UInt32 => DataType::Int64,
         ColumnType::UInt64 => DataType::Decimal128(20, 0),
         ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some(DELTA_TZ.into())),
+        ColumnType::List(element) => DataType::List(Arc::new(Field::new(
+            LIST_ELEMENT,
+            file_arrow_type(element),
+            true,
+        ))),
+        ColumnType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| Field::new(f.name.clone(), file_arrow_type(&f.ty), true))
+                .collect(),
+        ),
+        ColumnType::Map(value) => {
+            let entry = vec![
+                Field::new(MAP_KEY, DataType::Utf8, false),
+                Field::new(MAP_VALUE, file_arrow_type(value), true),
+            ];
+            let entries = Field::new(MAP_ENTRIES, DataType::Struct(entry.into()), false);
+            DataType::Map(Arc::new(entries), false)
+        }
         other => other.arrow_type(),
     }
 }

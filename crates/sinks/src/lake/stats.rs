@@ -104,14 +104,20 @@ pub(crate) fn stats_json(
     let mut mins = BTreeMap::new();
     let mut maxs = BTreeMap::new();
     let mut nulls = Map::new();
-    // Column chunk `i` is field `i` when every field is one Parquet column; otherwise the
-    // footer's bounds are not taken at all.
-    let flat = footer.file_metadata().schema_descr().num_columns() == schema.fields().len();
+    // A field's first column chunk, counting a list's, struct's or map's leaves; when the
+    // footer does not have that many columns, its bounds are not taken at all.
+    let chunks = first_chunks(schema);
+    let flat = footer.file_metadata().schema_descr().num_columns() == chunks.total;
     let raw = |(lo, hi): (Value, Value)| {
         let raw = serde_json::value::to_raw_value;
         Some((raw(&lo).ok()?, raw(&hi).ok()?))
     };
-    for (i, (field, rows)) in schema.fields().iter().zip(columns).enumerate() {
+    for ((field, rows), &i) in schema.fields().iter().zip(columns).zip(&chunks.first) {
+        // Delta keeps a struct's statistics per field and none for lists and maps: a nested
+        // column gets none, which readers take as unknown.
+        if field.data_type().is_nested() {
+            continue;
+        }
         nulls.insert(field.name().clone(), json!(rows.nulls));
         let bounds = match (field.data_type(), &rows.floats) {
             (DataType::Float32 | DataType::Float64, FloatBounds::Bounds(lo, hi)) => {
@@ -149,6 +155,31 @@ pub(crate) fn stats_json(
         text(&maxs),
         Value::Object(nulls),
     )
+}
+
+/// Where each field's values start among a file's column chunks, and how many chunks it has.
+struct Chunks {
+    first: Vec<usize>,
+    total: usize,
+}
+
+fn first_chunks(schema: &SchemaRef) -> Chunks {
+    let mut first = Vec::with_capacity(schema.fields().len());
+    let mut total = 0;
+    for field in schema.fields() {
+        first.push(total);
+        total += leaves(field.data_type());
+    }
+    Chunks { first, total }
+}
+
+/// The Parquet columns a value of `data_type` is stored in.
+fn leaves(data_type: &DataType) -> usize {
+    match data_type {
+        DataType::List(element) | DataType::Map(element, _) => leaves(element.data_type()),
+        DataType::Struct(fields) => fields.iter().map(|f| leaves(f.data_type())).sum(),
+        _ => 1,
+    }
 }
 
 /// The bounds of column `index` over every row group of `footer`, each row group's from

@@ -1,0 +1,216 @@
+//! `list`, `struct` and `map` columns through both JSON doors into the lake, read back by an
+//! independent reader (Python `deltalake`) with exactly the values sent: nulls inside lists and
+//! structs, empty lists and maps, decimals to the last digit. Compaction merges the parts
+//! without changing a value, and a first insert's arrays and objects make nested columns.
+//!
+//! Rows 1-3 come through sluice's NDJSON API, rows 4-6 through the ClickHouse door's
+//! `JSONEachRow`, where a timestamp given as a number is seconds and numbers may be quoted.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_lab::load::http_post;
+
+use crate::common::{Server, parts, python_json};
+
+const COLUMNS: &str = "[{name = \"id\", type = \"int64\", nullable = false}, \
+     {name = \"tags\", type = \"list<string>\"}, \
+     {name = \"scores\", type = \"Array(Decimal(20, 4))\"}, \
+     {name = \"keys\", type = \"list<uuid>\"}, \
+     {name = \"attrs\", type = \"map<string, int64>\"}, \
+     {name = \"record\", type = \"struct<code: int32, at: timestamp, labels: list<string>, doc: json>\"}, \
+     {name = \"matrix\", type = \"list<list<int64>>\"}, \
+     {name = \"events\", type = \"Array(Tuple(k String, v Float64))\"}]";
+
+const ID: &str = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+
+/// What goes in through the native API.
+fn native_rows() -> String {
+    [
+        json!({"id": 1, "tags": ["a", null, "c"],
+               "scores": ["1234567890123456.7891", 0.5, null],
+               "keys": [ID.to_uppercase()],
+               "attrs": {"http.status": 200, "retries": null},
+               "record": {"code": 7, "at": "2026-11-29T12:00:00Z", "labels": [],
+                          "doc": {"x": [1, 2]}},
+               "matrix": [[1, 2], [], null, [3]],
+               "events": [{"k": "a", "v": 1.5}, null, {"k": null}]}),
+        json!({"id": 2, "tags": [], "attrs": {}, "record": {"code": null}, "matrix": [],
+               "events": []}),
+        json!({"id": 3, "tags": null, "record": null}),
+    ]
+    .iter()
+    .map(|row| format!("{row}\n"))
+    .collect()
+}
+
+/// What goes in through the ClickHouse door.
+fn clickhouse_rows() -> String {
+    [
+        json!({"id": 4, "tags": ["x"], "scores": ["-0.0001"], "attrs": {"a": "7"},
+               "record": {"code": "8", "at": 1795953600, "labels": ["l"], "doc": "s"},
+               "matrix": [[-9223372036854775807_i64]]}),
+        json!({"id": 5}),
+        json!({"id": 6, "events": [{"k": "z", "v": -2}], "keys": [null]}),
+    ]
+    .iter()
+    .map(|row| format!("{row}\n"))
+    .collect()
+}
+
+/// Every row as the reader prints it: decimals as text with the column's scale, timestamps in
+/// ISO form, maps as lists of key and value, json as the text sent.
+fn expected() -> Value {
+    let null_record = json!({"code": null, "at": null, "labels": null, "doc": null});
+    json!([
+        [1, ["a", null, "c"], ["1234567890123456.7891", "0.5000", null], [ID],
+         [["http.status", 200], ["retries", null]],
+         {"code": 7, "at": "2026-11-29T12:00:00+00:00", "labels": [], "doc": "{\"x\":[1,2]}"},
+         [[1, 2], [], null, [3]],
+         [{"k": "a", "v": 1.5}, null, {"k": null, "v": null}]],
+        [2, [], null, null, [], null_record, [], []],
+        [3, null, null, null, null, null, null, null],
+        [4, ["x"], ["-0.0001"], null, [["a", 7]],
+         {"code": 8, "at": "2026-11-29T12:00:00+00:00", "labels": ["l"], "doc": "\"s\""},
+         [[-9223372036854775807_i64]], null],
+        [5, null, null, null, null, null, null, null],
+        [6, null, null, [null], null, null, null, [{"k": "z", "v": -2.0}]],
+    ])
+}
+
+/// Reads a lake table's rows, sorted by `id`, with every value in plain JSON, and its Arrow
+/// types.
+const READ: &str = r#"
+import datetime, decimal, json, os, sys
+from deltalake import DeltaTable
+def plain(v):
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime.datetime):
+        return v.isoformat()
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    return v
+table = DeltaTable(sys.argv[1])
+data = table.to_pyarrow_table().sort_by("id")
+rows = [[plain(r[f.name]) for f in data.schema] for r in data.to_pylist()]
+types = {f.name: str(f.type) for f in data.schema}
+names = [f.name for f in data.schema]
+files = len(table.file_uris())
+print(json.dumps({"rows": rows, "names": names, "types": types, "files": files}), flush=True)
+os._exit(0)
+"#;
+
+async fn send_through_both_doors(server: &Server) {
+    let native = "/v1/tables/nested/rows?ack=committed";
+    let (status, answer) = http_post(server.addr, native, native_rows()).await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let door = "/?query=INSERT%20INTO%20nested%20FORMAT%20JSONEachRow&sluice_ack=committed";
+    let (status, answer) = http_post(server.addr, door, clickhouse_rows())
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_columns_land_in_the_lake_as_sent_and_compact_unchanged() {
+    let config = format!("[flush]\nmax_age = \"100ms\"\n\n[tables.nested]\ncolumns = {COLUMNS}\n");
+    let mut server = Server::start(&config);
+    send_through_both_doors(&server).await;
+    // A value that does not fit is refused with its path, at either door, and nothing lands.
+    for (path, body) in [
+        (
+            "/v1/tables/nested/rows",
+            r#"{"id":9,"record":{"code":1.5}}"#,
+        ),
+        (
+            "/?query=INSERT%20INTO%20nested%20FORMAT%20JSONEachRow",
+            r#"{"id":9,"matrix":[[1],["x"]]}"#,
+        ),
+    ] {
+        let (status, answer) = http_post(server.addr, path, body).await.unwrap();
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer.contains("record.code") || answer.contains("matrix[1][0]"),
+            "{answer}"
+        );
+    }
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+
+    let table = server.data_dir.join("nested");
+    let read = python_json(READ, &[&table.to_string_lossy()], &[], "the lake");
+    assert_eq!(read["rows"], expected(), "{read}");
+    assert_eq!(read["types"]["scores"], "list<element: decimal128(20, 4)>");
+    assert_eq!(read["types"]["attrs"], "map<string, int64>", "{read}");
+    assert!(parts(&server.data_dir, "nested").len() >= 2, "{read}");
+
+    let config_path = server.data_dir.with_file_name("nested.toml");
+    std::fs::write(&config_path, &config).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["compact", "--eager", "--config"])
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let compacted = python_json(READ, &[&table.to_string_lossy()], &[], "the lake");
+    assert_eq!(compacted["files"], 1, "{compacted}");
+    assert_eq!(compacted["rows"], expected(), "{compacted}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_insert_of_arrays_and_objects_makes_nested_columns() {
+    let mut server = Server::start("[flush]\nmax_age = \"100ms\"\n");
+    let first = "{\"id\":1,\"tags\":[\"a\"],\"http\":{\"status\":200,\"path\":\"/\"},\
+                 \"attrs\":{\"k\":1}}\n\
+                 {\"id\":2,\"tags\":[],\"http\":{\"status\":404,\"path\":null},\
+                 \"attrs\":{\"other\":\"x\"}}\n";
+    let path = "/v1/tables/inferred/rows?ack=committed";
+    let (status, answer) = http_post(server.addr, path, first).await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    // The struct's fields are fixed now: a new one is refused, naming it.
+    let (status, answer) = http_post(server.addr, path, "{\"id\":3,\"http\":{\"code\":1}}")
+        .await
+        .unwrap();
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("no field 'code'"), "{answer}");
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let table = server.data_dir.join("inferred");
+    let read = python_json(READ, &[&table.to_string_lossy()], &[], "the lake");
+    assert_eq!(read["types"]["tags"], "list<element: string>", "{read}");
+    assert_eq!(
+        read["types"]["http"], "struct<path: string, status: int64>",
+        "{read}"
+    );
+    assert_eq!(read["types"]["attrs"], "string", "{read}");
+    let names = read["names"].as_array().unwrap();
+    let by_name: Vec<Value> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let pairs = names.iter().zip(row.as_array().unwrap());
+            Value::Object(
+                pairs
+                    .map(|(n, v)| (n.as_str().unwrap().to_owned(), v.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        Value::Array(by_name),
+        json!([
+            {"id": 1, "tags": ["a"], "http": {"path": "/", "status": 200}, "attrs": "{\"k\":1}"},
+            {"id": 2, "tags": [], "http": {"path": null, "status": 404},
+             "attrs": "{\"other\":\"x\"}"}
+        ]),
+        "{read}"
+    );
+}
