@@ -16,9 +16,10 @@ use sluice_core::{
     TableName, ThrottleConfig,
 };
 use sluice_pipeline::{
-    DEFAULT_ACK_TIMEOUT, DEFAULT_KEY_WINDOW, DEFAULT_MAX_BUFFER_BYTES, DEFAULT_MAX_KEYS,
-    DEFAULT_MAX_PARTITIONS_PER_INSERT, DEFAULT_MAX_TABLE_SHARE, DEFAULT_MAX_TABLES,
-    DEFAULT_SHUTDOWN_TIMEOUT, KeyWindow, PipelineConfig, RecoveryMode, WalConfig,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_EVOLVE_MAX_COLUMNS, DEFAULT_KEY_WINDOW, DEFAULT_MAX_BUFFER_BYTES,
+    DEFAULT_MAX_KEYS, DEFAULT_MAX_PARTITIONS_PER_INSERT, DEFAULT_MAX_TABLE_SHARE,
+    DEFAULT_MAX_TABLES, DEFAULT_SHUTDOWN_TIMEOUT, KeyWindow, PipelineConfig, RecoveryMode,
+    WalConfig,
 };
 use sluice_server::auth::{Access, Credentials};
 use sluice_server::{
@@ -82,6 +83,11 @@ pub struct FileConfig {
     pub auto_create: Option<bool>,
     /// Tables past which auto-creation refuses new ones.
     pub max_tables: Option<usize>,
+    /// Take an insert's new keys as new nullable columns, in every table that does not say
+    /// otherwise.
+    pub evolve: Option<bool>,
+    /// The most columns evolution gives a table.
+    pub evolve_max_columns: Option<usize>,
     /// Partitions one insert may span (0: any number).
     pub max_partitions_per_insert: Option<usize>,
     /// Arrow memory all buffers may hold together.
@@ -297,6 +303,8 @@ pub struct TableFileConfig {
     pub sink: Option<String>,
     /// Who may write to this table (instead of the global `[auth]`).
     pub auth: Option<Credentials>,
+    /// Take an insert's new keys as new nullable columns (default: the top-level `evolve`).
+    pub evolve: Option<bool>,
 }
 
 /// Flags that override the file.
@@ -387,6 +395,7 @@ impl FileConfig {
         let mut access = self.resolve_auth()?;
         let tables = resolve_tables(
             self.tables,
+            pipeline.evolve,
             &self.flush,
             &self.throttle,
             &self.sinks,
@@ -453,6 +462,10 @@ impl FileConfig {
             max_table_share: self.max_table_share.unwrap_or(DEFAULT_MAX_TABLE_SHARE),
             auto_create: self.auto_create.unwrap_or(true),
             max_tables: self.max_tables.unwrap_or(DEFAULT_MAX_TABLES),
+            evolve: self.evolve.unwrap_or(false),
+            evolve_max_columns: self
+                .evolve_max_columns
+                .unwrap_or(DEFAULT_EVOLVE_MAX_COLUMNS),
             max_partitions_per_insert: self
                 .max_partitions_per_insert
                 .unwrap_or(DEFAULT_MAX_PARTITIONS_PER_INSERT),
@@ -473,6 +486,9 @@ impl FileConfig {
                 "max_insert_keys"
             };
             return Err(ConfigError::new(field, "must be greater than zero").into());
+        }
+        if pipeline.evolve_max_columns == 0 {
+            return Err(ConfigError::new("evolve_max_columns", "must be greater than zero").into());
         }
         if pipeline.max_tables == 0 {
             return Err(ConfigError::new(
@@ -682,6 +698,7 @@ fn known_sink(sinks: &BTreeMap<String, SinkSpec>, field: &str, name: &str) -> Re
 /// fields come from the top-level ones; a table's own `auth` rule goes into `access`.
 fn resolve_tables(
     tables: BTreeMap<String, TableFileConfig>,
+    default_evolve: bool,
     default_flush: &FlushPolicyConfig,
     default_throttle: &ThrottleConfig,
     sinks: &BTreeMap<String, SinkSpec>,
@@ -715,6 +732,7 @@ fn resolve_tables(
         let def = TableDef::new(table_name, layout, policy)
             .map_err(|e| e.within(&field))?
             .with_throttle(throttle)
+            .with_evolve(table.evolve.unwrap_or(default_evolve))
             .declared();
         let sink = match &table.sink {
             Some(sink) => known_sink(sinks, &format!("{field}.sink"), sink)?,

@@ -42,6 +42,10 @@ pub struct TableDef {
     /// columns may add the layout's new ones. An inferred table, or one only the catalog
     /// remembers, is fixed, and a store holding it with other columns refuses it.
     declared: bool,
+    /// A new key in an insert adds a nullable column rather than being refused
+    /// (`evolve = true`): a store holding the table with fewer columns adds them, as for a
+    /// declared table.
+    evolves: bool,
 }
 
 impl TableDef {
@@ -86,6 +90,7 @@ impl TableDef {
             policy,
             throttle: PartsThrottle::default(),
             declared: false,
+            evolves: false,
         })
     }
 
@@ -99,6 +104,7 @@ impl TableDef {
             policy,
             throttle: PartsThrottle::default(),
             declared: false,
+            evolves: false,
         }
     }
 
@@ -150,6 +156,39 @@ impl TableDef {
     /// inferred table it refuses.
     pub fn is_declared(&self) -> bool {
         self.declared
+    }
+
+    /// The same table, taking new keys as new columns ([`TableDef::evolves`]) or not.
+    pub fn with_evolve(mut self, evolves: bool) -> Self {
+        self.evolves = evolves;
+        self
+    }
+
+    /// Whether a new key in an insert adds a nullable column.
+    pub fn evolves(&self) -> bool {
+        self.evolves
+    }
+
+    /// Whether a store holding the table with fewer columns may add the layout's new ones:
+    /// when it is declared, or takes new keys as columns.
+    pub fn may_add_columns(&self) -> bool {
+        self.declared || self.evolves
+    }
+
+    /// The same table with `columns` added at the end, nullable, keeping everything else.
+    pub fn with_columns(&self, columns: Vec<Column>) -> Result<Self, ConfigError> {
+        let mut layout = self.layout();
+        layout.columns.extend(columns.into_iter().map(|c| Column {
+            nullable: true,
+            ..c
+        }));
+        let def = Self::new(self.name.clone(), layout, self.policy)?;
+        Ok(Self {
+            throttle: self.throttle,
+            declared: self.declared,
+            evolves: self.evolves,
+            ..def
+        })
     }
 
     /// The layout to store or compare.

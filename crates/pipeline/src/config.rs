@@ -17,6 +17,10 @@ pub const DEFAULT_MAX_TABLE_SHARE: f64 = 0.5;
 /// How many tables auto-creation stops at, declared and stored ones counted.
 pub const DEFAULT_MAX_TABLES: usize = 1_000;
 
+/// The most columns evolution gives a table by default: a producer that puts an id in a key
+/// would otherwise add a column per id.
+pub const DEFAULT_EVOLVE_MAX_COLUMNS: usize = 500;
+
 /// How many partitions one insert may span (ClickHouse's `max_partitions_per_insert_block`).
 pub const DEFAULT_MAX_PARTITIONS_PER_INSERT: usize = 100;
 
@@ -42,6 +46,11 @@ pub struct PipelineConfig {
     /// table name would otherwise make a table (a writer, a Delta log, a compaction pass) per
     /// id. Declared tables and stored ones are never refused; they count.
     pub max_tables: usize,
+    /// Whether auto-created tables, and stored ones the config does not declare, take an
+    /// insert's new keys as new nullable columns (`evolve = true`).
+    pub evolve: bool,
+    /// The most columns evolution gives a table: each column costs every flush an encoder.
+    pub evolve_max_columns: usize,
     /// Partitions one insert may span (0: any number). Each partition is a part of its own in
     /// every flush, so an insert spread over thousands (a table partitioned by an id) makes
     /// thousands of tiny parts: refused whole, as ClickHouse does.
@@ -77,6 +86,8 @@ impl Default for PipelineConfig {
             max_table_share: DEFAULT_MAX_TABLE_SHARE,
             auto_create: true,
             max_tables: DEFAULT_MAX_TABLES,
+            evolve: false,
+            evolve_max_columns: DEFAULT_EVOLVE_MAX_COLUMNS,
             max_partitions_per_insert: DEFAULT_MAX_PARTITIONS_PER_INSERT,
             default_policy: FlushPolicy::default(),
             default_throttle: PartsThrottle::default(),

@@ -26,6 +26,23 @@ pub enum InsertError {
         /// `max_tables`.
         limit: usize,
     },
+    /// The insert's new keys would give a table that takes them as columns (`evolve`) more
+    /// columns than `evolve_max_columns`.
+    #[error(
+        "table '{table}' has {columns} columns and this insert's new keys would add {adding}; \
+         evolution gives a table at most {limit} (evolve_max_columns): declare the columns, or \
+         raise the limit"
+    )]
+    TooManyColumns {
+        /// The table.
+        table: String,
+        /// Its columns now.
+        columns: usize,
+        /// The new keys.
+        adding: usize,
+        /// `evolve_max_columns`.
+        limit: usize,
+    },
     /// The rows do not fit the table; nothing of the insert was kept.
     #[error("{0}")]
     Decode(#[from] DecodeError),

@@ -208,7 +208,9 @@ impl From<InsertError> for ApiError {
             InsertError::BadTableName(_) => Kind::BadTableName,
             InsertError::UnknownTable(_) => Kind::UnknownTable,
             InsertError::TooManyTables { .. } => Kind::TooManyTables,
-            InsertError::Decode(_) | InsertError::SchemaMismatch { .. } => Kind::BadRows,
+            InsertError::Decode(_)
+            | InsertError::SchemaMismatch { .. }
+            | InsertError::TooManyColumns { .. } => Kind::BadRows,
             InsertError::DurableNeedsWal => Kind::BadRequest,
             InsertError::WalFailed(_) => Kind::WalFailed,
             InsertError::Overloaded { .. } => Kind::Overloaded,

@@ -184,10 +184,11 @@ pub(crate) fn plan<'a>(
                 }
             }
             Some(_) => {}
-            None if !table.is_declared() => {
+            None if !table.may_add_columns() => {
                 return Err(refuse(format!(
                     "has no column '{}': sluice adds columns only to a table declared in the \
-                     config ([tables.{}]); add the column to the table, or declare it",
+                     config ([tables.{}]) or one that evolves; add the column to the table, or \
+                     declare it",
                     field.name(),
                     table.name()
                 )));

@@ -19,6 +19,7 @@ mod config_errors;
 mod console;
 mod crash_recovery;
 mod drain;
+mod evolve;
 mod fleet;
 mod ingest_end_to_end;
 mod insert_keys;

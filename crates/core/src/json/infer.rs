@@ -70,6 +70,22 @@ pub fn infer_schema(body: &[u8], dialect: JsonDialect) -> Result<TableSchema, De
     Ok(schema)
 }
 
+/// The columns a body's keys would add to `schema`: each key of its rows that no column has,
+/// nullable, with the type its values infer to, in the order inference gives them.
+pub fn new_columns(
+    body: &[u8],
+    dialect: JsonDialect,
+    schema: &TableSchema,
+) -> Result<Vec<Column>, DecodeError> {
+    let inferred = infer_schema(body, dialect)?;
+    Ok(inferred
+        .columns()
+        .iter()
+        .filter(|c| schema.column(&c.name).is_none())
+        .cloned()
+        .collect())
+}
+
 /// The values, row by row, of each key that holds an array or an object in some row.
 type NestedValues = HashMap<String, Vec<serde_json::Value>>;
 

@@ -36,6 +36,6 @@ pub mod shape;
 
 pub use decode::{conform, decode_ndjson};
 pub use frame::count_rows;
-pub use infer::infer_schema;
+pub use infer::{infer_schema, new_columns};
 
 pub use crate::options::{DecodeOptions, JsonDialect};

@@ -13,9 +13,11 @@
 //! - `mod.rs`: the pipeline's types and the insert path: decode, split, admit, number, log, hand
 //!   over, wait; shutdown.
 //! - `registry.rs`: the tables, and creating one from its first insert.
+//! - `evolve.rs`: an insert's new keys as new columns, for a table that evolves.
 //! - `start.rs`: the builder and the start: tables, stores, the log.
 //! - `replay.rs`: the log's inserts handed back to the writers at start.
 
+mod evolve;
 mod registry;
 mod replay;
 mod start;
@@ -120,7 +122,10 @@ impl ShutdownReport {
 }
 
 struct TableHandle {
-    def: Arc<TableDef>,
+    /// The table's definition, replaced when it takes new columns (`evolve`).
+    def: RwLock<Arc<TableDef>>,
+    /// Held while the table takes new columns, so each is added once.
+    evolving: tokio::sync::Mutex<()>,
     /// The table's share of the pipeline's memory budget.
     memory: Arc<MemoryBudget>,
     sink: &'static str,
@@ -137,6 +142,16 @@ struct TableHandle {
     /// The keys of recent inserts.
     keys: Arc<KeyTable>,
     duplicates: Counter,
+}
+
+impl TableHandle {
+    /// The table's definition now.
+    fn def(&self) -> Arc<TableDef> {
+        match self.def.read() {
+            Ok(def) => def.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
 }
 
 struct Inner {
@@ -205,13 +220,13 @@ async fn decode_body(
     max_rows: Option<usize>,
 ) -> Result<RecordBatch, InsertError> {
     let batch = if body.len() > DECODE_INLINE_MAX {
-        let schema = handle.def.schema().clone();
+        let schema = handle.def().schema().clone();
         let (body, options) = (body.to_vec(), options.clone());
         tokio::task::spawn_blocking(move || decode(&schema, &body, &options))
             .await
             .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
     } else {
-        decode(handle.def.schema(), body, options)?
+        decode(handle.def().schema(), body, options)?
     };
     if let Some(limit) = max_rows
         && batch.num_rows() > limit
@@ -260,11 +275,21 @@ impl Pipeline {
                 infer_table_schema(insert.body, &insert.options).map_err(InsertError::from)
             })
             .await?;
-        let options = with_positions(insert.options, handle.def.schema());
+        let options = with_positions(insert.options, handle.def().schema());
         if let Some(key) = insert.key {
             check_key(key).map_err(InsertError::BadKey)?;
         }
-        let batch = match decode_body(&handle, insert.body, &options, insert.max_rows).await {
+        let mut decoded = decode_body(&handle, insert.body, &options, insert.max_rows).await;
+        if matches!(decoded, Err(InsertError::Decode(_))) {
+            match self.evolve(&handle, insert.body, &options).await {
+                Ok(true) => {
+                    decoded = decode_body(&handle, insert.body, &options, insert.max_rows).await;
+                }
+                Ok(false) => {}
+                Err(error) => decoded = Err(error),
+            }
+        }
+        let batch = match decoded {
             Ok(batch) => batch,
             Err(error) => {
                 if let Some(key) = insert.key {
@@ -320,7 +345,7 @@ impl Pipeline {
                 Begin::Duplicate { rows } => {
                     handle.duplicates.increment(1);
                     return Ok(Inserted {
-                        table: handle.def.name().clone(),
+                        table: handle.def().name().clone(),
                         rows,
                         ack: terms.ack,
                         duplicate: true,
@@ -390,13 +415,13 @@ impl Pipeline {
     ) -> Result<Inserted, InsertError> {
         let name = self.precheck(table, ack, admission)?;
         let handle = self.table_for(&name, || schema_of(table, &batch)).await?;
-        if batch.schema().fields() != handle.def.schema().arrow().fields() {
+        if batch.schema().fields() != handle.def().schema().arrow().fields() {
             return Err(InsertError::SchemaMismatch {
                 table: table.to_owned(),
                 reason: format!(
                     "the batch has {:?}, the table has {:?}",
                     batch.schema().fields(),
-                    handle.def.schema().arrow().fields()
+                    handle.def().schema().arrow().fields()
                 ),
             });
         }
@@ -417,7 +442,7 @@ impl Pipeline {
     /// The layout of `table`, when sluice knows the table.
     pub fn layout(&self, table: &str) -> Option<sluice_core::TableLayout> {
         let name = TableName::new(table).ok()?;
-        self.read_tables().get(&name).map(|h| h.def.layout())
+        self.read_tables().get(&name).map(|h| h.def().layout())
     }
 
     /// A snapshot of every table.
@@ -426,21 +451,21 @@ impl Pipeline {
         let mut infos: Vec<TableInfo> = tables
             .values()
             .map(|h| TableInfo {
-                name: h.def.name().to_string(),
+                name: h.def().name().to_string(),
                 sink: h.sink,
-                layout: h.def.layout(),
+                layout: h.def().layout(),
                 buffered_rows: TableStats::load(&h.stats.buffered_rows),
                 buffered_bytes: TableStats::load(&h.stats.buffered_bytes),
                 rows_written: TableStats::load(&h.stats.rows_written),
                 parts_written: TableStats::load(&h.stats.parts_written),
                 bytes_written: TableStats::load(&h.stats.bytes_written),
                 failing: h.stats.error(),
-                active_parts: h.store.active_parts(h.def.name()),
+                active_parts: h.store.active_parts(h.def().name()),
                 last_error: h.stats.last_error(),
                 counters: h.stats.counters(),
                 row_wait: h.stats.row_wait(),
-                policy: *h.def.policy(),
-                throttle: *h.def.throttle(),
+                policy: *h.def().policy(),
+                throttle: *h.def().throttle(),
             })
             .collect();
         infos.sort_by(|a, b| a.name.cmp(&b.name));
@@ -526,10 +551,10 @@ impl Pipeline {
     /// [`sluice_core::PartsThrottle`]), before it takes any memory. The longest delay of its
     /// partitions applies; one partition over `parts_to_throw_insert` refuses the whole insert.
     async fn throttle(&self, handle: &TableHandle, split: &Split) -> Result<(), InsertError> {
-        let throttle = handle.def.throttle();
+        let throttle = *handle.def().throttle();
         let mut delay = std::time::Duration::ZERO;
         for (key, _) in split {
-            let Some(parts) = handle.store.partition_parts(handle.def.name(), key) else {
+            let Some(parts) = handle.store.partition_parts(handle.def().name(), key) else {
                 continue;
             };
             match throttle.verdict(parts) {
@@ -537,7 +562,7 @@ impl Pipeline {
                 Verdict::Delay(d) => delay = delay.max(d),
                 Verdict::Refuse => {
                     return Err(InsertError::TooManyParts {
-                        table: handle.def.name().to_string(),
+                        table: handle.def().name().to_string(),
                         partition: key.to_string(),
                         parts,
                         limit: throttle.parts_to_throw_insert,
@@ -570,7 +595,7 @@ impl Pipeline {
         } = terms;
         let rows = batch.num_rows() as u64;
         let inserted = Inserted {
-            table: handle.def.name().clone(),
+            table: handle.def().name().clone(),
             rows,
             ack,
             duplicate: false,
@@ -633,14 +658,14 @@ impl Pipeline {
         // Counted before the rows are copied out per partition: an insert spread over a
         // partition per row is refused without building a batch for each.
         let grouped = handle
-            .def
+            .def()
             .partition()
             .group(batch, handle.store.empty_partition_value())?;
         let (limit, set_by) =
             partition_limit(self.inner.config.max_partitions_per_insert, max_partitions);
         if limit > 0 && grouped.len() > limit {
             return Err(InsertError::TooManyPartitions {
-                table: handle.def.name().to_string(),
+                table: handle.def().name().to_string(),
                 partitions: grouped.len(),
                 limit,
                 set_by,

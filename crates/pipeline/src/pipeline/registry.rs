@@ -42,31 +42,32 @@ impl Pipeline {
             });
         }
         let def = TableDef::inferred(name.clone(), schema()?, self.inner.config.default_policy)
-            .with_throttle(self.inner.config.default_throttle);
-        let create_failed = |reason: String| InsertError::CreateFailed {
-            table: name.to_string(),
-            reason,
-        };
+            .with_throttle(self.inner.config.default_throttle)
+            .with_evolve(self.inner.config.evolve);
         // The store first: a table it cannot make is never remembered, so it cannot stop the
         // next start. A crash between the two leaves a table the store holds and the catalog
         // does not; the next insert creates it again (creating is idempotent).
         let sink = self.inner.default_sink.clone();
-        sink.create_table(&def).await.map_err(|e| {
-            let (table, reason) = (name.to_string(), e.to_string());
-            if e.is_retriable() {
-                InsertError::StoreUnavailable { table, reason }
-            } else {
-                InsertError::TableRefused { table, reason }
-            }
-        })?;
-        let catalog = self.inner.catalog.clone();
-        let (stored_name, layout) = (name.clone(), def.layout());
-        tokio::task::spawn_blocking(move || catalog.store(&stored_name, &layout))
+        sink.create_table(&def)
             .await
-            .map_err(|e| create_failed(e.to_string()))?
-            .map_err(|e| create_failed(e.to_string()))?;
+            .map_err(|e| store_refusal(name.as_str(), e))?;
+        self.store_layout(&def).await?;
         tracing::info!(table = %name, columns = def.schema().columns().len(), "table created from its first insert");
         Ok(self.register(def, sink, None))
+    }
+
+    /// Stores `def`'s layout in the catalog, durably, off the async workers.
+    pub(super) async fn store_layout(&self, def: &TableDef) -> Result<(), InsertError> {
+        let create_failed = |reason: String| InsertError::CreateFailed {
+            table: def.name().to_string(),
+            reason,
+        };
+        let catalog = self.inner.catalog.clone();
+        let (name, layout) = (def.name().clone(), def.layout());
+        tokio::task::spawn_blocking(move || catalog.store(&name, &layout))
+            .await
+            .map_err(|e| create_failed(e.to_string()))?
+            .map_err(|e| create_failed(e.to_string()))
     }
 
     pub(super) fn register(
@@ -129,7 +130,8 @@ impl Pipeline {
             duplicates: metrics::counter!(names::DUPLICATES, "table" => table),
             sink: sink.name(),
             store: sink.clone(),
-            def,
+            def: std::sync::RwLock::new(def),
+            evolving: tokio::sync::Mutex::new(()),
             memory,
             tx,
             order: Mutex::new(()),
@@ -139,7 +141,7 @@ impl Pipeline {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
-        tables.insert(handle.def.name().clone(), handle.clone());
+        tables.insert(handle.def().name().clone(), handle.clone());
         handle
     }
 
@@ -150,5 +152,15 @@ impl Pipeline {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         }
+    }
+}
+
+/// A store's refusal to make or change `table`: unavailable when it may answer later.
+pub(super) fn store_refusal(table: &str, error: sluice_core::SinkError) -> InsertError {
+    let (table, reason) = (table.to_owned(), error.to_string());
+    if error.is_retriable() {
+        InsertError::StoreUnavailable { table, reason }
+    } else {
+        InsertError::TableRefused { table, reason }
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn replay_frames(
         let handle = logged.handle;
         // A table whose store did not answer has no watermarks yet: its writer leaves out what
         // the store holds once it opens the table.
-        let held = watermarks.get(handle.def.name());
+        let held = watermarks.get(handle.def().name());
         let total = logged.pieces.len();
         let split: Split = logged
             .pieces
@@ -132,7 +132,7 @@ impl LandedKeys {
     fn add(&mut self, handle: &Arc<TableHandle>, lsn: u64, keyed: Arc<KeyedInsert>) {
         let (_, landed) = self
             .by_table
-            .entry(handle.def.name().clone())
+            .entry(handle.def().name().clone())
             .or_insert_with(|| (handle.clone(), Vec::new()));
         landed.push(keyed);
         self.lsns.push(lsn);
@@ -192,7 +192,8 @@ fn logged_pieces<'t, 'p>(
     // The insert lands in the table as it is now, which the config may have changed since
     // it was logged: a column dropped since is left out of its rows (as of any insert
     // after the change), and a nullable one added since is null in them.
-    let schema = handle.def.schema();
+    let def = handle.def();
+    let schema = def.schema();
     let batch = match &record.rows {
         Rows::Body { options, body } => {
             decode(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
@@ -207,7 +208,7 @@ fn logged_pieces<'t, 'p>(
     // refusing such a row now would stop the start: it lands, and reads back as null.
     let pieces = batch.and_then(|b| {
         handle
-            .def
+            .def()
             .partition()
             .split(&b, EmptyValue::Kept)
             .map_err(|e| e.to_string())

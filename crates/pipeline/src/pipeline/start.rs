@@ -156,7 +156,12 @@ fn every_table(
 ) -> Result<Vec<Placed>, StartError> {
     let mut tables: Vec<Placed> = Vec::new();
     for (def, sink) in declared {
-        if let Some((_, layout)) = stored.iter().find(|(n, _)| n == def.name())
+        let stored_layout = stored.iter().find(|(n, _)| n == def.name()).map(|(_, l)| l);
+        let def = match stored_layout {
+            Some(layout) if def.evolves() => with_evolved_columns(def, layout)?,
+            _ => def,
+        };
+        if let Some(layout) = stored_layout
             && *layout != def.layout()
         {
             tracing::warn!(
@@ -173,10 +178,30 @@ fn every_table(
         }
         let def = TableDef::new(name.clone(), layout, config.default_policy)
             .map_err(|e| e.within(&format!("stored table {name}")))?
-            .with_throttle(config.default_throttle);
+            .with_throttle(config.default_throttle)
+            .with_evolve(config.evolve);
         tables.push((def, default_sink.clone()));
     }
     Ok(tables)
+}
+
+/// A declared table that evolves, with the columns it took from inserts (the stored layout's
+/// columns the config does not declare) after the declared ones: the inserts in the log may
+/// hold values for them.
+fn with_evolved_columns(def: TableDef, stored: &TableLayout) -> Result<TableDef, StartError> {
+    let evolved: Vec<_> = stored
+        .columns
+        .iter()
+        .filter(|c| def.schema().column(&c.name).is_none())
+        .cloned()
+        .collect();
+    if evolved.is_empty() {
+        return Ok(def);
+    }
+    let name = def.name().to_string();
+    Ok(def
+        .with_columns(evolved)
+        .map_err(|e| e.within(&format!("table {name}")))?)
 }
 
 /// Opens every table in its store. `deferrable` is `Ok` when a store that does not answer may

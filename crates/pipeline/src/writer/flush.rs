@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use sluice_core::{FlushBatch, FlushId, KeysToKeep, Landed, Sealed, SinkError};
+use arrow::array::RecordBatch;
+use sluice_core::{FlushBatch, FlushId, KeysToKeep, Landed, Sealed, SinkError, TableDef};
 use tokio::task::JoinHandle;
 
 use crate::ack::Failure;
@@ -56,6 +57,7 @@ impl Writer {
         if !batch.as_is {
             self.merge_queued(&mut batch);
         }
+        conform_chunks(&self.table, &mut batch.sealed.chunks);
         let id = self.flush_id(&batch);
         let chunks = batch.sealed.chunks.clone();
         let (flush_name, landed) = (id.to_string(), keyed_inserts(&batch));
@@ -370,6 +372,25 @@ async fn journal(keys: Arc<KeyTable>, flush: String, inserts: Vec<Arc<KeyedInser
         Err(e) => {
             tracing::error!(error = %e, "the key journal task failed; the flush's log records are kept");
             false
+        }
+    }
+}
+
+/// Brings chunks taken under an earlier layout of `table` to its layout now: the columns added
+/// since (`evolve`) are null in them. A chunk that cannot be brought is left as it is, for the
+/// store to refuse with its reason.
+fn conform_chunks(table: &TableDef, chunks: &mut [RecordBatch]) {
+    let schema = table.schema().arrow();
+    for chunk in chunks {
+        let same = Arc::ptr_eq(&chunk.schema(), schema) || chunk.schema() == *schema;
+        if same {
+            continue;
+        }
+        match sluice_core::conform(schema, chunk) {
+            Ok(conformed) => *chunk = conformed,
+            Err(e) => {
+                tracing::warn!(table = %table.name(), error = %e, "rows of an earlier layout do not fit the table's")
+            }
         }
     }
 }

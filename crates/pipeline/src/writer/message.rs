@@ -16,6 +16,9 @@ use crate::memory::{INSERT_OVERHEAD, Reservation};
 pub(crate) enum Command {
     /// Rows to buffer.
     Insert(InsertMsg),
+    /// The table's new definition, with columns added (`evolve`): flushes from now on use
+    /// it, and rows taken before it get the new columns as null.
+    Relayout(Arc<sluice_core::TableDef>),
     /// Stop taking messages, flush everything, exit.
     Close,
 }

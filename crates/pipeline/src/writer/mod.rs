@@ -252,6 +252,7 @@ impl Writer {
                     for command in inbox.drain(..) {
                         match command {
                             Command::Insert(msg) => self.receive(msg),
+                            Command::Relayout(table) => self.table = table,
                             // Refuse new messages; what is already queued is still received.
                             Command::Close => rx.close(),
                         }

@@ -242,7 +242,9 @@ impl LakeSink {
             // Not under the sink's lock: another table's flush must not wait for this log.
             drop(logs);
             if purpose == Purpose::Write {
-                log.lock().await.conform_schema().await?;
+                let mut log = log.lock().await;
+                log.relayout(table)?;
+                log.conform_schema().await?;
             }
             return Ok((log, files));
         }

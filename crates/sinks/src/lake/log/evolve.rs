@@ -6,7 +6,7 @@ use deltalake_core::kernel::transaction::CommitProperties;
 use deltalake_core::kernel::{Action, MetadataExt, StructField, StructType};
 use deltalake_core::protocol::DeltaOperation;
 use deltalake_core::table::state::DeltaTableState;
-use sluice_core::SinkError;
+use sluice_core::{SinkError, TableDef};
 
 use crate::lake::config::LakeRoot;
 
@@ -174,6 +174,22 @@ pub(super) fn schema_change(
 }
 
 impl TableLog {
+    /// Takes `table`'s columns as the layout to bring the table's schema to, when it has a
+    /// column the layout so far does not: a table that took new columns from an insert. The
+    /// next [`TableLog::conform_schema`] adds them. A layout with no new column changes
+    /// nothing, so a flush of rows taken before the change does not take it back.
+    pub(crate) fn relayout(&mut self, table: &TableDef) -> Result<(), SinkError> {
+        let (fields, _) = crate::lake::schema::delta_columns(table)?;
+        let new = fields
+            .iter()
+            .any(|f| !self.fields.iter().any(|known| known.name() == f.name()));
+        if new {
+            self.fields = fields;
+            self.conformed = false;
+        }
+        Ok(())
+    }
+
     /// Brings the table's schema to the layout's columns, one metadata commit per change:
     /// columns the config added are added (nullable: the rows the table holds have no value for
     /// them), columns the config made nullable lose their `NOT NULL`. Anything else that

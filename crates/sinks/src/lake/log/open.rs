@@ -121,13 +121,13 @@ impl TableLog {
             .map_err(|e| delta_error(location, "load", e))?
             .clone();
         let change = schema_change(location, &Current::of(&state), &fields, &partition_columns)?;
-        if !change.is_empty() && !table.is_declared() {
+        if !change.is_empty() && !table.may_add_columns() {
             return Err(SinkError::permanent(
                 SINK,
                 format!(
                     "the Delta table at {location} does not match the table's layout: it \
                      would have to {change}, and sluice changes a table to fit only a layout \
-                     declared in the config"
+                     declared in the config, or one that evolves"
                 ),
             ));
         }
