@@ -68,7 +68,7 @@ pub enum LabCommand {
     /// The same rows through the ClickHouse door in each input format: rows/s side by side with
     /// JSONEachRow, and an audit of every acknowledged row.
     Formats(FormatsArgs),
-    /// Nested OpenTelemetry log records (json resource and attributes) against flat API events,
+    /// Nested OpenTelemetry log records (resource and attribute maps) against flat API events,
     /// decoded in this process on one core: rows/s and MB/s side by side.
     Decode(DecodeArgs),
 }
@@ -138,7 +138,7 @@ pub struct CompactionArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=50))]
     runs: u64,
     /// The rows: `api` (seed 000's API events) or `otel` (OpenTelemetry log records, with
-    /// json resource and attributes).
+    /// resource and attribute maps).
     #[arg(long, default_value = "api")]
     events: sluice_lab::compaction::Events,
     #[command(flatten)]

@@ -53,7 +53,7 @@ pub struct CompactionLabConfig {
 pub enum Events {
     /// Seed 000's API events: eight scalar columns.
     Api,
-    /// OpenTelemetry log records, their resource and attributes `json` columns.
+    /// OpenTelemetry log records, their resource and attributes maps.
     Otel,
 }
 

@@ -3,7 +3,7 @@
 //! The same number of rows of each shape, as NDJSON bodies of a fixed size, go through
 //! `sluice_core::decode` (what the server does with an insert's body, strict checks and all)
 //! in this process. Flat: seed 000's API events, eight scalar columns. Nested: OpenTelemetry log
-//! records whose resource and attributes are `json` columns holding objects. The shapes take
+//! records whose resource and attributes are maps. The shapes take
 //! turns over several runs and each reports its median, so a slow minute of a shared machine
 //! does not land on one side only.
 

@@ -1,19 +1,19 @@
 //! Synthetic OpenTelemetry log records: a timestamp, a severity, a body, trace and span ids,
-//! and the resource and attributes as `json` columns, whose keys vary from record to record as
-//! real instrumentation's do. From a fixed seed, like [`crate::events`].
+//! the resource as a `map<string, string>` and the attributes as a `map<string, json>`, whose
+//! keys vary from record to record as real instrumentation's do and whose values are strings,
+//! numbers or objects, as OpenTelemetry's `AnyValue` is. From a fixed seed, like
+//! [`crate::events`].
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, Int32Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
-};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use chrono::{DateTime, SecondsFormat};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use sluice_core::{Column, ColumnType};
+use sluice_core::{Column, ColumnType, TableSchema};
 
 use crate::events::{ENDPOINTS, SERVICES, START_MICROS};
 
@@ -32,8 +32,8 @@ pub fn columns() -> Vec<Column> {
         Column::new("body", ColumnType::String),
         Column::new("trace_id", ColumnType::String),
         Column::new("span_id", ColumnType::String),
-        Column::new("resource", ColumnType::Json),
-        Column::new("attributes", ColumnType::Json),
+        Column::new("resource", ColumnType::map(ColumnType::String)),
+        Column::new("attributes", ColumnType::map(ColumnType::Json)),
     ]
 }
 
@@ -53,7 +53,7 @@ pub fn columns_toml() -> String {
     format!("[{}]", columns.join(", "))
 }
 
-/// The Arrow schema of [`OtelGen::batch`], with the `json` columns' metadata.
+/// The Arrow schema of [`OtelGen::batch`].
 pub fn schema() -> SchemaRef {
     let fields: Vec<_> = columns()
         .iter()
@@ -145,38 +145,16 @@ impl OtelGen {
         }
     }
 
-    /// The next `rows` records as one Arrow batch with [`schema`].
+    /// The next `rows` records as one Arrow batch with [`schema`], decoded from their NDJSON
+    /// as sluice's API would.
     pub fn batch(&mut self, rows: usize) -> RecordBatch {
-        let mut ts = TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("+00:00");
-        let mut severity_text = StringBuilder::with_capacity(rows, rows * 5);
-        let mut severity_number = Int32Builder::with_capacity(rows);
-        let mut body = StringBuilder::with_capacity(rows, rows * 48);
-        let mut trace_id = StringBuilder::with_capacity(rows, rows * 32);
-        let mut span_id = StringBuilder::with_capacity(rows, rows * 16);
-        let mut resource = StringBuilder::with_capacity(rows, rows * 128);
-        let mut attributes = StringBuilder::with_capacity(rows, rows * 128);
+        let mut body = Vec::with_capacity(rows * 512);
         for _ in 0..rows {
-            let r = self.next_record();
-            ts.append_value(r.ts_micros);
-            severity_text.append_value(r.severity.0);
-            severity_number.append_value(r.severity.1);
-            body.append_value(&r.body);
-            trace_id.append_value(format!("{:032x}", r.trace_id));
-            span_id.append_value(format!("{:016x}", r.span_id));
-            resource.append_value(&r.resource);
-            attributes.append_value(&r.attributes);
+            self.next_record().write_ndjson(&mut body);
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(ts.finish()),
-            Arc::new(severity_text.finish()),
-            Arc::new(severity_number.finish()),
-            Arc::new(body.finish()),
-            Arc::new(trace_id.finish()),
-            Arc::new(span_id.finish()),
-            Arc::new(resource.finish()),
-            Arc::new(attributes.finish()),
-        ];
-        RecordBatch::try_new(schema(), columns).expect("the builders follow the schema")
+        let table = TableSchema::new(columns()).expect("the columns are valid");
+        sluice_core::decode(&table, &body, &Default::default())
+            .expect("the records decode into their table")
     }
 }
 

@@ -4,10 +4,12 @@
 //! fit the new column is still refused with its row and column.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_lab::load::http_post;
+use sluice_lab::process::ServerProcess;
 use sluice_lab::services::Postgres;
 
 use crate::common::{Server, python_json};
@@ -160,4 +162,61 @@ async fn new_keys_become_columns_once_in_postgres() {
         .map(|r| serde_json::from_str(&r.get::<_, String>(0)).unwrap())
         .collect();
     check(&rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_rows_with_new_and_nested_columns_survive_a_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, data) = (dir.path().join("sluice.toml"), dir.path().join("data"));
+    // Nothing flushes before the kill: every row is only in the log.
+    std::fs::write(
+        &config,
+        "evolve = true\nack_timeout = \"2h\"\n\n[flush]\nmax_age = \"1h\"\n",
+    )
+    .unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    let path = "/v1/tables/crashed/rows?ack=durable";
+    let sent = [
+        json!({"id": 1, "service": "a"}),
+        json!({"id": 2, "service": "b", "tags": ["x", null], "http": {"status": 200}}),
+        json!({"id": 3, "tags": [], "region": "eu"}),
+    ];
+    for row in &sent {
+        let (status, answer) = http_post(server.addr, path, row.to_string()).await.unwrap();
+        assert_eq!(status, 200, "{answer}");
+    }
+    server.kill().unwrap();
+
+    // The restart replays the log into the columns the inserts added.
+    let mut server = ServerProcess::spawn(binary, &data, Some(&config)).unwrap();
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(60)).unwrap().success());
+    const READ: &str = r#"
+import json, os, sys
+from deltalake import DeltaTable
+data = DeltaTable(sys.argv[1]).to_pyarrow_table().sort_by("id")
+print(json.dumps({"names": [f.name for f in data.schema], "rows": data.to_pylist()}), flush=True)
+os._exit(0)
+"#;
+    let read = python_json(
+        READ,
+        &[&data.join("crashed").to_string_lossy()],
+        &[],
+        "the lake",
+    );
+    assert_eq!(
+        read["names"],
+        json!(["id", "service", "http", "tags", "region"]),
+        "{read}"
+    );
+    assert_eq!(
+        read["rows"],
+        json!([
+            {"id": 1, "service": "a", "http": null, "tags": null, "region": null},
+            {"id": 2, "service": "b", "http": {"status": 200}, "tags": ["x", null], "region": null},
+            {"id": 3, "service": null, "http": null, "tags": [], "region": "eu"},
+        ]),
+        "{read}"
+    );
 }
