@@ -22,6 +22,8 @@ fn schema() -> &'static TableSchema {
             Column::new("ts", ColumnType::Timestamp),
             Column::new("day", ColumnType::Date),
             Column::new("x", ColumnType::Float64),
+            Column::new("tags", ColumnType::list(ColumnType::Int16)),
+            Column::new("attrs", ColumnType::map(ColumnType::list(ColumnType::Uuid))),
         ])
         .expect("schema")
     })
