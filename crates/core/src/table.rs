@@ -342,7 +342,7 @@ impl SortOrder {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::AsArray;
+    use arrow::array::{Array, AsArray};
     use arrow::datatypes::Int64Type;
 
     use super::*;
@@ -361,6 +361,46 @@ mod tests {
 
     fn def(layout: TableLayout) -> Result<TableDef, ConfigError> {
         TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default())
+    }
+
+    #[test]
+    fn nested_columns_split_by_partition_and_sort_with_their_rows() {
+        let mut layout = layout();
+        layout.partition_by = "service".into();
+        layout.sort_by = vec!["id".into()];
+        let tags = ColumnType::list(ColumnType::String);
+        let attrs = ColumnType::map(ColumnType::Struct(vec![crate::schema::StructField::new(
+            "n",
+            ColumnType::Int64,
+        )]));
+        layout.columns.push(Column::new("tags", tags));
+        layout.columns.push(Column::new("attrs", attrs));
+        let table = def(layout).unwrap();
+        let body = concat!(
+            r#"{"id":3,"service":"a","tags":["x"],"attrs":{"k":{"n":3}}}"#,
+            "\n",
+            r#"{"id":1,"service":"b","tags":[],"attrs":null}"#,
+            "\n",
+            r#"{"id":2,"service":"a","tags":null,"attrs":{"k":{"n":2},"j":null}}"#,
+        );
+        let batch =
+            decode_ndjson(table.schema(), body.as_bytes(), &DecodeOptions::default()).unwrap();
+        let pieces = table
+            .partition()
+            .split(&batch, crate::partition::EmptyValue::Kept)
+            .unwrap();
+        assert_eq!(pieces.len(), 2);
+        let (_, a) = &pieces[0];
+        let sorted = table.sort_chunks(&[a.clone(), a.slice(0, 1)], 100).unwrap();
+        let sorted = arrow::compute::concat_batches(&sorted[0].schema(), &sorted).unwrap();
+        let ids = sorted.column(0).as_primitive::<Int64Type>();
+        assert_eq!(ids.values(), &[2, 3, 3]);
+        let tags = sorted.column(2).as_list::<i32>();
+        assert!(tags.is_null(0));
+        assert_eq!(tags.value(1).as_string::<i32>().value(0), "x");
+        let attrs = sorted.column(3).as_map();
+        assert_eq!(attrs.value(0).len(), 2);
+        assert_eq!(attrs.value(2).len(), 1);
     }
 
     #[test]
