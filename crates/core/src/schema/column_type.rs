@@ -9,7 +9,6 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Fields, TimeUnit};
 use serde::{Deserialize, Serialize};
 
-use super::type_name;
 use super::{MAX_DECIMAL_PRECISION, TIMESTAMP_TZ, TYPE_METADATA_KEY};
 
 /// The Arrow name of a list's element field: Parquet's and Delta Lake's.
@@ -176,7 +175,7 @@ impl ColumnType {
             Self::Struct(fields) => {
                 let fields: Vec<String> = fields
                     .iter()
-                    .map(|f| format!("{}: {}", type_name::quoted(&f.name), f.ty.name()))
+                    .map(|f| format!("{}: {}", quoted(&f.name), f.ty.name()))
                     .collect();
                 return Cow::Owned(format!("struct<{}>", fields.join(", ")));
             }
@@ -218,7 +217,7 @@ impl ColumnType {
                 let fields: Vec<String> = fields
                     .iter()
                     .map(|f| {
-                        let name = type_name::quoted(&f.name);
+                        let name = quoted(&f.name);
                         format!("{name} {}", f.ty.clickhouse_inner_name())
                     })
                     .collect();
@@ -235,11 +234,6 @@ impl ColumnType {
         } else {
             Cow::Owned(format!("Nullable({})", self.clickhouse_name()))
         }
-    }
-
-    /// Parses a type name; the second value is true when it was written `Nullable(T)`.
-    pub fn parse(text: &str) -> Result<(ColumnType, bool), String> {
-        type_name::parse(text)
     }
 
     /// The Arrow type rows of this column are decoded into.
@@ -394,4 +388,24 @@ impl From<ColumnType> for String {
     fn from(ty: ColumnType) -> Self {
         ty.name().into_owned()
     }
+}
+
+/// A struct field's name as it is written in a type: as it is when it is a plain identifier,
+/// in backquotes otherwise.
+pub(super) fn quoted(name: &str) -> String {
+    let plain = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        return name.to_owned();
+    }
+    let mut quoted = String::with_capacity(name.len() + 2);
+    quoted.push('`');
+    for c in name.chars() {
+        if c == '`' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('`');
+    quoted
 }

@@ -13,9 +13,11 @@ use crate::name::printable;
 /// The most levels of `list`, `struct` and `map` a type may have.
 pub const MAX_TYPE_DEPTH: usize = 16;
 
-/// Parses a type name; the second value is true when it was written `Nullable(T)`.
-pub(super) fn parse(text: &str) -> Result<(ColumnType, bool), String> {
-    parse_at(text, 0)
+impl ColumnType {
+    /// Parses a type name; the second value is true when it was written `Nullable(T)`.
+    pub fn parse(text: &str) -> Result<(ColumnType, bool), String> {
+        parse_at(text, 0)
+    }
 }
 
 fn parse_at(text: &str, depth: usize) -> Result<(ColumnType, bool), String> {
@@ -190,26 +192,6 @@ fn field_name(text: &str) -> Result<(String, &str), String> {
     ))
 }
 
-/// A struct field's name as it is written in a type: as it is when it is a plain identifier,
-/// in backquotes otherwise.
-pub(super) fn quoted(name: &str) -> String {
-    let plain = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain {
-        return name.to_owned();
-    }
-    let mut quoted = String::with_capacity(name.len() + 2);
-    quoted.push('`');
-    for c in name.chars() {
-        if c == '`' || c == '\\' {
-            quoted.push('\\');
-        }
-        quoted.push(c);
-    }
-    quoted.push('`');
-    quoted
-}
-
 /// Splits `text` at each `separator` outside brackets, quotes and backquotes.
 fn split_top_level(text: &str, separator: char) -> Vec<&str> {
     let mut parts = Vec::new();
@@ -300,7 +282,7 @@ mod tests {
     use super::*;
 
     fn parsed(text: &str) -> ColumnType {
-        match parse(text) {
+        match ColumnType::parse(text) {
             Ok((ty, _)) => ty,
             Err(e) => panic!("{text}: {e}"),
         }
@@ -371,12 +353,16 @@ mod tests {
             ("Tuple(a)", "name Type"),
         ];
         for (text, says) in cases {
-            let error = parse(text).unwrap_err();
+            let error = ColumnType::parse(text).unwrap_err();
             assert!(error.contains(says), "{text}: {error}");
         }
         let deep = format!("{}int8{}", "list<".repeat(16), ">".repeat(16));
         assert_eq!(parsed(&deep).depth(), 16);
         let deeper = format!("list<{deep}>");
-        assert!(parse(&deeper).unwrap_err().contains("at most 16 levels"));
+        assert!(
+            ColumnType::parse(&deeper)
+                .unwrap_err()
+                .contains("at most 16 levels")
+        );
     }
 }
