@@ -268,7 +268,7 @@ impl ClickHouseSink {
         let can = Abilities {
             any_case: false,
             adds_required: true,
-            holds,
+            holds: &holds,
         };
         let existing = self.store_columns(server, name).await?;
         let fit = fit::plan(SINK, table, &existing, can)?;

@@ -259,7 +259,7 @@ impl PostgresSink {
             let can = Abilities {
                 any_case: false,
                 adds_required: false,
-                holds: |ty, store| Form::existing(ty, store).map(|_| ()),
+                holds: &|ty, store| Form::existing(ty, store).map(|_| ()),
             };
             let fit = fit::plan(SINK, table, &existing, can)?;
             let forms = forms_in(table, &existing)?;

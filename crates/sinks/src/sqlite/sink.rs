@@ -139,7 +139,7 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         let can = Abilities {
             any_case: true,
             adds_required: false,
-            holds,
+            holds: &holds,
         };
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
