@@ -13,13 +13,15 @@
 //!   the store cannot give the rows it holds a value for it;
 //! - a column of the store's table that the layout lacks, when it may not be null and has no
 //!   default: no insert could fill it;
-//! - a `decimal`, `uuid` or `json` column whose type in the store would not keep every value
-//!   exactly ([`Abilities::holds`]).
+//! - a `decimal`, `uuid`, `json`, `list`, `struct` or `map` column whose type in the store
+//!   would not keep every value exactly ([`Abilities::holds`]).
 //!
-//! Only those three types are compared. A store would change their values without a word: round
-//! a decimal to a column's smaller scale, or read `1.50` sent as text into a number column as
-//! `1.5`. A store refuses a value of the other types that its column cannot take, and the batch
-//! goes to the dead-letter folder with the store's words.
+//! Only those types are compared. A store would change their values without a word: round a
+//! decimal to a column's smaller scale, read `1.50` sent as text into a number column as `1.5`,
+//! or store a null inside a ClickHouse array as 0. A nested column is compared all the way
+//! down, since a store that takes the value whole may not say which part of it changed. A store
+//! refuses a value of the other types that its column cannot take, and the batch goes to the
+//! dead-letter folder with the store's words.
 
 use arrow::datatypes::Field;
 use sluice_core::{ColumnType, SinkError, TableDef};
@@ -42,17 +44,17 @@ pub(crate) struct StoreColumn {
 }
 
 /// What a store can do to a table that exists.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Abilities {
+#[derive(Clone, Copy)]
+pub(crate) struct Abilities<'a> {
     /// Column names match whatever their case (SQLite).
     pub(crate) any_case: bool,
     /// It can add a column that may not be null: the rows it holds get the type's default
     /// (ClickHouse).
     pub(crate) adds_required: bool,
     /// Whether a column of the store's type (as the store spells it) keeps every value of a
-    /// layout's type exactly; why not, when it does not. Asked only of `decimal`, `uuid` and
-    /// `json` columns.
-    pub(crate) holds: fn(&ColumnType, &str) -> Result<(), String>,
+    /// layout's type exactly; why not, when it does not. Asked only of `decimal`, `uuid`,
+    /// `json`, `list`, `struct` and `map` columns.
+    pub(crate) holds: &'a (dyn Fn(&ColumnType, &str) -> Result<(), String> + Sync),
 }
 
 /// Whether `decimal(store_precision, store_scale)` holds every value of `decimal(precision,
@@ -142,7 +144,7 @@ pub(crate) fn plan<'a>(
     sink: &'static str,
     table: &'a TableDef,
     existing: &[StoreColumn],
-    can: Abilities,
+    can: Abilities<'_>,
 ) -> Result<Fit<'a>, SinkError> {
     let same = |a: &str, b: &str| {
         if can.any_case {
@@ -162,10 +164,11 @@ pub(crate) fn plan<'a>(
     for (field, layout) in fields.iter().zip(table.schema().columns()) {
         let found = existing.iter().find(|c| same(&c.name, field.name()));
         if let Some(column) = found
-            && matches!(
-                layout.ty,
-                ColumnType::Decimal { .. } | ColumnType::Uuid | ColumnType::Json
-            )
+            && (layout.ty.is_nested()
+                || matches!(
+                    layout.ty,
+                    ColumnType::Decimal { .. } | ColumnType::Uuid | ColumnType::Json
+                ))
         {
             (can.holds)(&layout.ty, &column.ty).map_err(|why| {
                 refuse(format!(
@@ -224,10 +227,10 @@ mod tests {
 
     use super::*;
 
-    const SQL: Abilities = Abilities {
+    const SQL: Abilities<'static> = Abilities {
         any_case: false,
         adds_required: false,
-        holds: |_, _| Ok(()),
+        holds: &|_, _| Ok(()),
     };
 
     fn table(declared: bool) -> TableDef {
@@ -354,7 +357,7 @@ mod tests {
         };
         // A store whose numeric columns are spelled `numeric(p,s)`.
         let numeric = Abilities {
-            holds: |ty, store| match (ty, store.strip_prefix("numeric(")) {
+            holds: &|ty, store| match (ty, store.strip_prefix("numeric(")) {
                 (ColumnType::Decimal { precision, scale }, Some(rest)) => {
                     let (p, s) = rest.trim_end_matches(')').split_once(',').unwrap();
                     decimal_holds(
@@ -391,6 +394,33 @@ mod tests {
             "{narrow}"
         );
         assert!(!narrow.is_retriable());
+        // A nested column is judged too, by the same question.
+        let nested = TableLayout {
+            columns: vec![Column::new("tags", ColumnType::list(ColumnType::String))],
+            partition_by: String::new(),
+            sort_by: vec![],
+        };
+        let def_nested =
+            TableDef::new(TableName::new("n").unwrap(), nested, FlushPolicy::default()).unwrap();
+        let only_arrays = Abilities {
+            holds: &|ty, store| match (ty.is_nested(), store.ends_with("[]")) {
+                (true, false) => Err("not an array".into()),
+                _ => Ok(()),
+            },
+            ..SQL
+        };
+        let tags = |ty: &str| StoreColumn {
+            ty: ty.into(),
+            ..column("tags", false, false)
+        };
+        assert!(plan("sql", &def_nested, &[tags("text[]")], only_arrays).is_ok());
+        let error = plan("sql", &def_nested, &[tags("text")], only_arrays).unwrap_err();
+        assert!(
+            error.message.contains("column 'tags' is text")
+                && error.message.contains("list<string>")
+                && error.message.contains("not an array"),
+            "{error}"
+        );
         // Only the new types are judged: a string column into anything, as before.
         let existing = [
             column("id", true, false),

@@ -15,7 +15,12 @@
 //! | `decimal(p, s)` | `Decimal(p, s)`, sent as a JSON number with every digit |
 //! | `uuid` | `UUID` |
 //! | `json` | `String`, the text as sent (18.16 has no JSON type) |
+//! | `list<T>` | `Array(Nullable(T))`; a null list lands empty |
+//! | `struct<...>` | a named `Tuple`; a null struct lands as a tuple of nulls |
+//! | `map<string, T>` | `Map(String, Nullable(T))` where the server has `Map`, else a `String` of its JSON |
 //!
+//! On a server without `Map` and without JSON objects for named tuples, ClickHouse 18.16 among
+//! them, a map and a list that holds a struct are a `String` of their JSON (`nested.rs`).
 //! Nullable columns are `Nullable(T)`; ClickHouse cannot partition or sort by them, so such a
 //! table is refused at start with the column's name. A missing table is created as
 //! `MergeTree() PARTITION BY <the table's partitioning> ORDER BY <its sort key>`, so that one
@@ -59,13 +64,16 @@
 //!
 //! # Layout
 //!
-//! - `config.rs`: settings. `types.rs`: the type mapping and batch preparation. `client.rs`: HTTP,
-//!   gzip, error codes. `pacing.rs`: the pause rule. `sharding.rs`: which shard rows go to.
-//!   `sink.rs`: the `Sink`, ledger and pacing state.
+//! - `config.rs`: settings. `types.rs`: the scalar type mapping. `nested.rs`: list, struct and
+//!   map columns by what the server can take, and their JSON. `rows.rs`: batch preparation and
+//!   `JSONEachRow`. `client.rs`: HTTP, gzip, error codes. `pacing.rs`: the pause rule.
+//!   `sharding.rs`: which shard rows go to. `sink.rs`: the `Sink`, ledger and pacing state.
 
 mod client;
 mod config;
+mod nested;
 mod pacing;
+mod rows;
 mod sharding;
 mod sink;
 mod types;

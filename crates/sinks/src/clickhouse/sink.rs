@@ -17,9 +17,11 @@ use sluice_core::{
 use super::SINK;
 use super::client::{ChError, Client, TOO_MANY_PARTS, UNKNOWN_TABLE, gzip};
 use super::config::ClickHouseConfig;
+use super::nested::{self, Server, Shape, TUPLE_OBJECTS, column_ddl};
 use super::pacing::{self, CHECK_EVERY, DEFAULT_DELAY_AT};
+use super::rows::{ndjson, prepare};
 use super::sharding;
-use super::types::{column_ddl, holds, literal, ndjson, prepare, quote};
+use super::types::{literal, quote};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
 
@@ -36,7 +38,12 @@ struct TableState {
     shards: Vec<ShardParts>,
     /// The table went missing; create it again before the next insert.
     missing: bool,
+    /// How each nested column's values go, by the column's position; `None` for the others.
+    shapes: Shapes,
 }
+
+/// How each column of a table's layout goes in `JSONEachRow`, when it is nested.
+type Shapes = Arc<[Option<Shape>]>;
 
 /// The active parts of a table's fullest partition on one shard.
 #[derive(Debug, Clone, Default)]
@@ -68,8 +75,8 @@ pub struct ClickHouseSink {
     partly_landed: Arc<Mutex<HashMap<FlushId, Vec<usize>>>>,
     config: Arc<ClickHouseConfig>,
     /// Set once the server has answered: the database and the ledger exist, and this is the
-    /// server's own `parts_to_delay_insert`.
-    server_delay_at: Arc<tokio::sync::OnceCell<u64>>,
+    /// server's own `parts_to_delay_insert` and what its version can take.
+    server_delay_at: Arc<tokio::sync::OnceCell<(u64, Server)>>,
     tables: Arc<Mutex<HashMap<String, TableState>>>,
     /// Held while the ledger is written, so writes go one at a time.
     ledger: Arc<tokio::sync::Mutex<LedgerBacklog>>,
@@ -126,8 +133,9 @@ impl ClickHouseSink {
     }
 
     /// Sets the server up for sluice once (the database, the ledger) and says its
-    /// `parts_to_delay_insert`.
-    async fn server(&self) -> Result<u64, SinkError> {
+    /// `parts_to_delay_insert` and what its version can take. The shards are taken to run the
+    /// version of the server at `url`.
+    async fn server(&self) -> Result<(u64, Server), SinkError> {
         let delay_at = self.server_delay_at.get_or_try_init(|| async {
             let sql = format!(
                 "CREATE DATABASE IF NOT EXISTS {}",
@@ -149,9 +157,32 @@ impl ClickHouseSink {
                 .ok()
                 .and_then(|text| text.trim().parse().ok())
                 .unwrap_or(DEFAULT_DELAY_AT);
-            Ok::<_, SinkError>(delay_at)
+            Ok::<_, SinkError>((delay_at, self.abilities().await?))
         });
         delay_at.await.copied()
+    }
+
+    /// What the server at `url` can take, as its catalog lists its types and settings.
+    async fn abilities(&self) -> Result<Server, SinkError> {
+        let ask = async |sql: &str| {
+            self.client
+                .query(sql)
+                .await
+                .map(|text| !text.trim().is_empty())
+                .map_err(|e| e.into_sink_error("cannot read what the server can take"))
+        };
+        Ok(Server {
+            maps: ask(
+                "SELECT name FROM system.data_type_families WHERE name = 'Map' \
+                 FORMAT TabSeparated",
+            )
+            .await?,
+            tuple_objects: ask(&format!(
+                "SELECT name FROM system.settings WHERE name = {} FORMAT TabSeparated",
+                literal(TUPLE_OBJECTS)
+            ))
+            .await?,
+        })
     }
 
     /// The sink's settings.
@@ -165,7 +196,7 @@ impl ClickHouseSink {
 
     /// `CREATE TABLE IF NOT EXISTS` with the table's partitioning as `PARTITION BY` and its sort
     /// key as `ORDER BY`, so that one flush (one sluice partition) is one ClickHouse part.
-    fn create_sql(&self, table: &TableDef) -> Result<String, SinkError> {
+    fn create_sql(&self, table: &TableDef, server: Server) -> Result<String, SinkError> {
         let schema = table.schema();
         let keys = table
             .partition()
@@ -186,7 +217,7 @@ impl ClickHouseSink {
         }
         let mut columns = Vec::new();
         for field in schema.arrow().fields() {
-            columns.push(column_ddl(field).map_err(|e| SinkError::permanent(SINK, e))?);
+            columns.push(column_ddl(field, server).map_err(|e| SinkError::permanent(SINK, e))?);
         }
         let is_date = |c: &str| {
             schema
@@ -222,8 +253,9 @@ impl ClickHouseSink {
         if let Some(key) = &self.config.shard_key {
             sharding::check_key(table, key).map_err(|e| SinkError::permanent(SINK, e))?;
         }
-        let sql = self.create_sql(table)?;
-        let server_delay_at = self.server().await?;
+        let (server_delay_at, server) = self.server().await?;
+        let sql = self.create_sql(table, server)?;
+        let mut shapes: Option<Shapes> = None;
         for shard in self.shards.iter() {
             shard.query(&sql).await.map_err(|e| {
                 e.into_sink_error(&format!(
@@ -232,7 +264,19 @@ impl ClickHouseSink {
                     shard.url()
                 ))
             })?;
-            self.fit(shard, table).await?;
+            let fitted = self.fit(shard, table, server).await?;
+            if shapes.as_ref().is_some_and(|known| *known != fitted) {
+                return Err(SinkError::permanent(
+                    SINK,
+                    format!(
+                        "table {} has other types for its nested columns on {} than on the \
+                         shards before it; give it the same types on every shard",
+                        table.name(),
+                        shard.url()
+                    ),
+                ));
+            }
+            shapes = Some(fitted);
         }
         // The table may have existed with settings of its own.
         let query = format!(
@@ -256,27 +300,36 @@ impl ClickHouseSink {
                 delay_at,
                 shards: vec![ShardParts::default(); self.shards.len()],
                 missing: false,
+                shapes: shapes.unwrap_or_default(),
             },
         );
         Ok(())
     }
 
     /// Adds the columns the table on `server` lacks, one `ALTER TABLE` each (a column another
-    /// process added meanwhile is found there when the columns are read again).
-    async fn fit(&self, server: &Client, table: &TableDef) -> Result<(), SinkError> {
+    /// process added meanwhile is found there when the columns are read again). Says how the
+    /// table's nested columns take their values, by their types there.
+    async fn fit(
+        &self,
+        server: &Client,
+        table: &TableDef,
+        can_take: Server,
+    ) -> Result<Shapes, SinkError> {
         let name = table.name().as_str();
+        let holds = |ty: &sluice_core::ColumnType, store: &str| nested::holds(can_take, ty, store);
         let can = Abilities {
             any_case: false,
             adds_required: true,
-            holds,
+            holds: &holds,
         };
         let existing = self.store_columns(server, name).await?;
+        split_columns(table, &existing)?;
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
             let sql = format!(
                 "ALTER TABLE {} ADD COLUMN {}",
                 self.table_path(name),
-                column_ddl(field).map_err(|e| SinkError::permanent(SINK, e))?
+                column_ddl(field, can_take).map_err(|e| SinkError::permanent(SINK, e))?
             );
             if let Err(error) = server.query(&sql).await {
                 let added = self
@@ -298,7 +351,7 @@ impl ClickHouseSink {
             "it is not Nullable, and a row without a value for it lands with the type's default \
              (0, an empty string)",
         );
-        Ok(())
+        shapes(table, &existing, can_take)
     }
 
     /// The table's columns on `server` as `system.columns` lists them. ClickHouse fills a
@@ -327,10 +380,14 @@ impl ClickHouseSink {
                     SinkError::retriable(SINK, format!("cannot read the columns of {table}: {e}"))
                 })?;
                 let ty = row["type"].as_str().unwrap_or_default();
+                // An Array, Tuple or Map cannot be Nullable: a null lands as an empty one.
+                let never_null = ["Array(", "Tuple(", "Map("]
+                    .iter()
+                    .any(|nested| ty.starts_with(nested));
                 Ok(StoreColumn {
                     name: row["name"].as_str().unwrap_or_default().to_owned(),
                     required: false,
-                    not_null: !ty.starts_with("Nullable("),
+                    not_null: !ty.starts_with("Nullable(") && !never_null,
                     keeps_not_null: true,
                     ty: ty.to_owned(),
                 })
@@ -344,14 +401,26 @@ impl ClickHouseSink {
         if missing {
             self.create_table(flush.table).await?;
         }
+        let shapes = lock(&self.tables)
+            .get(name)
+            .map(|t| t.shapes.clone())
+            .unwrap_or_default();
         let done = lock(&self.partly_landed)
             .get(&flush.id)
             .cloned()
             .unwrap_or_default();
         let mut routed = self.route(flush.batches)?;
         routed.retain(|(shard, _)| !done.contains(shard));
-        let bodies = encode(routed, self.client.gzip()).await?;
-        let sql = format!("INSERT INTO {} FORMAT JSONEachRow", self.table_path(name));
+        // Named tuples go as JSON objects, which the server reads only when told to.
+        let settings = match shapes.iter().flatten().any(Shape::has_keyed_tuple) {
+            true => format!(" SETTINGS {TUPLE_OBJECTS} = 1"),
+            false => String::new(),
+        };
+        let bodies = encode(routed, self.client.gzip(), shapes).await?;
+        let sql = format!(
+            "INSERT INTO {}{settings} FORMAT JSONEachRow",
+            self.table_path(name)
+        );
         let inserts = bodies.into_iter().map(|(shard, body)| {
             let sql = &sql;
             async move {
@@ -611,14 +680,19 @@ impl Sink for ClickHouseSink {
 }
 
 /// Each shard's rows as the body of its insert: `JSONEachRow`, gzipped when `compress`.
-async fn encode(routed: Routed, compress: bool) -> Result<Vec<(usize, Vec<u8>)>, SinkError> {
+async fn encode(
+    routed: Routed,
+    compress: bool,
+    shapes: Shapes,
+) -> Result<Vec<(usize, Vec<u8>)>, SinkError> {
     tokio::task::spawn_blocking(move || {
         routed
             .into_iter()
             .map(|(shard, batches)| {
                 let mut json = Vec::new();
                 for batch in &batches {
-                    let prepared = prepare(batch).map_err(|e| SinkError::permanent(SINK, e))?;
+                    let prepared =
+                        prepare(batch, &shapes).map_err(|e| SinkError::permanent(SINK, e))?;
                     ndjson(&prepared, &mut json).map_err(|e| SinkError::permanent(SINK, e))?;
                 }
                 let body = if compress {
@@ -633,6 +707,65 @@ async fn encode(routed: Routed, compress: bool) -> Result<Vec<(usize, Vec<u8>)>,
     })
     .await
     .map_err(|e| SinkError::retriable(SINK, format!("encoding task failed: {e}")))?
+}
+
+/// Refuses a layout column that the table holds as subcolumns (`pairs.1`, `pairs.2`): ClickHouse
+/// 18.16 splits an `Array` of `Tuple`s into an array per element, and its `JSONEachRow` fills
+/// no such column. Without this the fit would try to add the column and fail on its name.
+fn split_columns(table: &TableDef, existing: &[StoreColumn]) -> Result<(), SinkError> {
+    for column in table.schema().columns() {
+        if existing.iter().any(|c| c.name == column.name) {
+            continue;
+        }
+        let prefix = format!("{}.", column.name);
+        let parts: Vec<&str> = existing
+            .iter()
+            .filter(|c| c.name.starts_with(&prefix))
+            .map(|c| c.name.as_str())
+            .collect();
+        if !parts.is_empty() {
+            return Err(SinkError::permanent(
+                SINK,
+                format!(
+                    "table {} exists in the store and its column '{}' is split into the \
+                     subcolumns {}, as ClickHouse keeps an Array of Tuples or a Nested column, \
+                     which sluice cannot fill from JSONEachRow; give it a String for the \
+                     column's JSON",
+                    table.name(),
+                    column.name,
+                    parts.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How each column of `table`'s layout takes its values in the table whose columns are
+/// `existing`: a nested column by its type there, or, for one the fit added, by the type sluice
+/// gives it.
+fn shapes(table: &TableDef, existing: &[StoreColumn], server: Server) -> Result<Shapes, SinkError> {
+    let refuse = |column: &str, why: String| {
+        SinkError::permanent(
+            SINK,
+            format!("table {}: column '{column}': {why}", table.name()),
+        )
+    };
+    table
+        .schema()
+        .columns()
+        .iter()
+        .map(|column| {
+            if !column.ty.is_nested() {
+                return Ok(None);
+            }
+            let shape = match existing.iter().find(|c| c.name == column.name) {
+                Some(store) => nested::fitted(&column.ty, &store.ty, server),
+                None => nested::created(&column.ty, column.nullable, server).map(|(_, s)| s),
+            };
+            shape.map(Some).map_err(|why| refuse(&column.name, why))
+        })
+        .collect()
 }
 
 /// Creates the ledger if missing, and compacts it to one row per table and partition once it

@@ -18,12 +18,16 @@
 //! | `decimal(p, s)` | `numeric(p,s)` |
 //! | `uuid` | `uuid` |
 //! | `json` | `jsonb` |
+//! | `list<T>` of a scalar `T` | an array of `T`'s type: `bigint[]`, `numeric(p,s)[]`, `jsonb[]` |
+//! | a list of lists, structs or maps, `struct<...>`, `map<string, T>` | `jsonb`, the value's JSON |
 //!
 //! Non-nullable columns are `NOT NULL`; identifiers are always double-quoted. A missing table is
 //! created; an existing one is used as it is, and a flush that does not fit it fails for good with
 //! PostgreSQL's message. An existing table may hold a decimal in `numeric` or `text`, a UUID in
 //! `text` and JSON in `json` or `text`: each column is sent over COPY in its own type's form
-//! (`types.rs`), and one that would not keep every value exactly is refused when opened.
+//! (`types.rs`), and one that would not keep every value exactly is refused when opened. A list
+//! fits an array of exactly the element type sluice sends, and any nested value `jsonb`, `json`
+//! or `text`, as its JSON.
 //!
 //! # Exactly once
 //!

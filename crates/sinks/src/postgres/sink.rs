@@ -16,7 +16,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::config::PostgresConfig;
-use super::types::{Form, Value, pg_type, quote, value};
+use super::types::{Column, Form, Value, pg_type, quote};
 use crate::fit::{self, Abilities, StoreColumn};
 use crate::keys::{self, KEYS_TABLE};
 use crate::ledger::{LEDGER_TABLE, LedgerWriter};
@@ -259,7 +259,7 @@ impl PostgresSink {
             let can = Abilities {
                 any_case: false,
                 adds_required: false,
-                holds: |ty, store| Form::existing(ty, store).map(|_| ()),
+                holds: &|ty, store| Form::existing(ty, store).map(|_| ()),
             };
             let fit = fit::plan(SINK, table, &existing, can)?;
             let forms = forms_in(table, &existing)?;
@@ -309,7 +309,10 @@ impl PostgresSink {
             Err(e) => return Err(classify(&e, &format!("cannot create table {name}"))),
         }
         let columns = table.schema().columns();
-        Ok(columns.iter().map(|c| Form::created(&c.ty)).collect())
+        columns
+            .iter()
+            .map(|c| Form::created(&c.ty).map_err(|e| SinkError::permanent(SINK, e)))
+            .collect()
     }
 
     async fn write(&self, flush: FlushBatch<'_>) -> Result<Landed, SinkError> {
@@ -389,16 +392,24 @@ impl PostgresSink {
         let writer = BinaryCopyInWriter::new(sink, &types);
         pin_mut!(writer);
         let mut values: Vec<Value<'_>> = Vec::with_capacity(schema.fields().len());
+        let refuse = |i: usize, e: String| {
+            SinkError::permanent(SINK, format!("column '{}': {e}", schema.field(i).name()))
+        };
         for batch in &flush.batches {
+            let columns = schema
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .zip(forms)
+                .enumerate()
+                .map(|(i, ((field, array), form))| {
+                    Column::new(field, array.as_ref(), form).map_err(|e| refuse(i, e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             for row in 0..batch.num_rows() {
                 values.clear();
-                for (i, (column, form)) in batch.columns().iter().zip(forms).enumerate() {
-                    values.push(value(column.as_ref(), row, form).map_err(|e| {
-                        SinkError::permanent(
-                            SINK,
-                            format!("column '{}': {e}", schema.field(i).name()),
-                        )
-                    })?);
+                for (i, column) in columns.iter().enumerate() {
+                    values.push(column.value(row).map_err(|e| refuse(i, e))?);
                 }
                 let refs: Vec<&(dyn ToSql + Sync)> =
                     values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
@@ -507,7 +518,7 @@ fn forms_in(table: &TableDef, existing: &[StoreColumn]) -> Result<Forms, SinkErr
                         ),
                     )
                 }),
-                None => Ok(Form::created(&column.ty)),
+                None => Form::created(&column.ty).map_err(|e| SinkError::permanent(SINK, e)),
             },
         )
         .collect()

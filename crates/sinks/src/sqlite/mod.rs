@@ -15,11 +15,12 @@
 //! | `decimal(p, s)` | `TEXT`, the exact decimal (`-12.50`): a `REAL` would round it |
 //! | `uuid` | `TEXT`, hyphenated in lower case |
 //! | `json` | `TEXT`, as sent |
+//! | `list<T>`, `struct<...>`, `map<string, T>` | `TEXT`, the value's JSON (`crate::values`) |
 //!
 //! Non-nullable columns are `NOT NULL`. A missing table is created; an existing one is used as it
 //! is, and a flush that does not fit it fails for good (the error is SQLite's). An existing
-//! column for a decimal or JSON must keep text as text (`TEXT` affinity, or none), or the table
-//! is refused when opened.
+//! column for a decimal, JSON or a nested value must keep text as text (`TEXT` affinity, or
+//! none), or the table is refused when opened.
 //!
 //! # Durability
 //!

@@ -139,7 +139,7 @@ fn create_table(conn: &mut Connection, table: &TableDef) -> Result<(), SinkError
         let can = Abilities {
             any_case: true,
             adds_required: false,
-            holds,
+            holds: &holds,
         };
         let fit = fit::plan(SINK, table, &existing, can)?;
         for field in &fit.add {
@@ -235,10 +235,14 @@ fn write(
             .map_err(|e| classify(e, &format!("cannot insert into {table}")))?;
         for batch in &flush.batches {
             check_decimals(batch).map_err(|e| SinkError::permanent(SINK, e))?;
-            let columns = batch
-                .columns()
+            let columns = schema
+                .fields()
                 .iter()
-                .map(|c| Column::new(c.as_ref()))
+                .zip(batch.columns())
+                .map(|(field, c)| {
+                    Column::new(field, c.as_ref())
+                        .map_err(|e| format!("column '{}': {e}", field.name()))
+                })
                 .collect::<Result<Vec<_>, String>>()
                 .map_err(|e| SinkError::permanent(SINK, e))?;
             for row in 0..batch.num_rows() {

@@ -3,20 +3,23 @@
 //! A `decimal` is `TEXT` holding its exact text (`-12.50`), not `REAL`: a `REAL` is a 64-bit
 //! float, which holds about 16 significant digits and no tenth exactly, where a decimal holds
 //! up to 38 digits exactly. A `uuid` is its text, and a `json` value the text it was sent as.
-//! For a column that may hold a decimal or JSON, a table that exists must give it `TEXT`
-//! affinity, or none ([`holds`]): with any other, SQLite stores text that reads as a number as
-//! that number, so `12.50` would read back `12.5`.
+//! A `list`, `struct` or `map` value is `TEXT` holding its JSON ([`crate::values`]), which
+//! SQLite's JSON functions read: `json_extract(tags, '$[0]')`.
+//! For a column that may hold a decimal, JSON or a nested value, a table that exists must give
+//! it `TEXT` affinity, or none ([`holds`]): with any other, SQLite stores text that reads as a
+//! number as that number, so `12.50` would read back `12.5`.
 
 use arrow::array::{
     Array, AsArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
     Int8Array, Int16Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
     UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
-use arrow::datatypes::{DataType, Date32Type, TimeUnit};
-use chrono::DateTime;
+use arrow::datatypes::{DataType, Field, TimeUnit};
 use rusqlite::Statement;
 use rusqlite::types::Null;
 use sluice_core::ColumnType;
+
+use crate::values::{Node, date_text, timestamp_text};
 
 /// A column's type affinity, from its declared type, by SQLite's rules in the order SQLite
 /// applies them (<https://sqlite.org/datatype3.html#determination_of_column_affinity>).
@@ -50,20 +53,24 @@ impl Affinity {
 
 /// Whether a column declared `declared` keeps every value of a layout's `ty` exactly ([`fit`]'s
 /// question): text stays text only in a column of `TEXT` affinity or none. A UUID never reads
-/// as a number, so any column keeps it.
+/// as a number, so any column keeps it. A nested value's JSON never reads as a number either,
+/// but a column of another affinity says it was made for something else.
 ///
 /// [`fit`]: crate::fit
 pub(crate) fn holds(ty: &ColumnType, declared: &str) -> Result<(), String> {
     let affinity = Affinity::of(declared);
+    if matches!(affinity, Affinity::Text | Affinity::Blob) {
+        return Ok(());
+    }
     match ty {
-        ColumnType::Decimal { .. } | ColumnType::Json
-            if !matches!(affinity, Affinity::Text | Affinity::Blob) =>
-        {
-            Err(format!(
-                "SQLite gives it {affinity:?} affinity, which stores text that reads as a number \
-                 as that number (12.50 reads back 12.5); declare it TEXT"
-            ))
-        }
+        ColumnType::Decimal { .. } | ColumnType::Json => Err(format!(
+            "SQLite gives it {affinity:?} affinity, which stores text that reads as a number \
+             as that number (12.50 reads back 12.5); declare it TEXT"
+        )),
+        _ if ty.is_nested() => Err(format!(
+            "SQLite gives it {affinity:?} affinity, and sluice keeps a {ty} as its JSON text; \
+             declare it TEXT"
+        )),
         _ => Ok(()),
     }
 }
@@ -84,7 +91,10 @@ pub(crate) fn sql_type(data_type: &DataType) -> Result<&'static str, String> {
         DataType::Utf8
         | DataType::Decimal128(_, _)
         | DataType::Date32
-        | DataType::Timestamp(TimeUnit::Microsecond, _) => "TEXT",
+        | DataType::Timestamp(TimeUnit::Microsecond, _)
+        | DataType::List(_)
+        | DataType::Struct(_)
+        | DataType::Map(_, _) => "TEXT",
         other => return Err(format!("no SQLite type for Arrow type {other}")),
     })
 }
@@ -112,10 +122,13 @@ pub(crate) enum Column<'a> {
     Decimal(&'a Decimal128Array),
     Date(&'a Date32Array),
     Timestamp(&'a TimestampMicrosecondArray),
+    /// A list, struct or map, bound as its JSON text.
+    Nested(Node<'a>),
 }
 
 impl<'a> Column<'a> {
-    pub(crate) fn new(array: &'a dyn Array) -> Result<Self, String> {
+    /// The column `array` of the layout's field `field`.
+    pub(crate) fn new(field: &Field, array: &'a dyn Array) -> Result<Self, String> {
         Ok(match array.data_type() {
             DataType::Boolean => Self::Bool(array.as_boolean()),
             DataType::Int8 => Self::I8(array.as_primitive()),
@@ -132,6 +145,9 @@ impl<'a> Column<'a> {
             DataType::Decimal128(_, _) => Self::Decimal(array.as_primitive()),
             DataType::Date32 => Self::Date(array.as_primitive()),
             DataType::Timestamp(TimeUnit::Microsecond, _) => Self::Timestamp(array.as_primitive()),
+            DataType::List(_) | DataType::Struct(_) | DataType::Map(_, _) => {
+                Self::Nested(Node::document(field, array)?)
+            }
             other => return Err(format!("no SQLite type for Arrow type {other}")),
         })
     }
@@ -144,6 +160,17 @@ impl<'a> Column<'a> {
         row: usize,
     ) -> Result<(), BindError> {
         let array: &dyn Array = match self {
+            Self::Nested(node) => {
+                if node.is_null(row) {
+                    return stmt
+                        .raw_bind_parameter(index, Null)
+                        .map_err(BindError::Sqlite);
+                }
+                let text = node.document_text(row).map_err(BindError::Value)?;
+                return stmt
+                    .raw_bind_parameter(index, text)
+                    .map_err(BindError::Sqlite);
+            }
             Self::Bool(a) => *a,
             Self::I8(a) => *a,
             Self::I16(a) => *a,
@@ -188,17 +215,14 @@ impl<'a> Column<'a> {
             Self::Str(a) => stmt.raw_bind_parameter(index, a.value(row)),
             Self::Decimal(a) => stmt.raw_bind_parameter(index, a.value_as_string(row)),
             Self::Date(a) => {
-                let date = Date32Type::to_naive_date_opt(a.value(row)).ok_or_else(|| {
-                    BindError::Value(format!("date {} is out of range", a.value(row)))
-                })?;
-                stmt.raw_bind_parameter(index, date.format("%Y-%m-%d").to_string())
+                stmt.raw_bind_parameter(index, date_text(a.value(row)).map_err(BindError::Value)?)
             }
-            Self::Timestamp(a) => {
-                let t = DateTime::from_timestamp_micros(a.value(row)).ok_or_else(|| {
-                    BindError::Value(format!("timestamp {} is out of range", a.value(row)))
-                })?;
-                stmt.raw_bind_parameter(index, t.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
-            }
+            Self::Timestamp(a) => stmt.raw_bind_parameter(
+                index,
+                timestamp_text(a.value(row)).map_err(BindError::Value)?,
+            ),
+            // Bound above.
+            Self::Nested(_) => return Ok(()),
         };
         result.map_err(BindError::Sqlite)
     }
@@ -259,5 +283,18 @@ mod tests {
         }
         assert_eq!(holds(&ColumnType::Uuid, "UUID"), Ok(()));
         assert_eq!(holds(&ColumnType::String, "INTEGER"), Ok(()));
+    }
+
+    #[test]
+    fn nested_values_need_a_text_column() {
+        let ty = ColumnType::map(ColumnType::list(ColumnType::Int64));
+        assert_eq!(holds(&ty, "TEXT"), Ok(()));
+        assert_eq!(holds(&ty, ""), Ok(()));
+        let error = holds(&ty, "JSON").unwrap_err();
+        assert!(
+            error.contains("map<string, list<int64>> as its JSON text; declare it TEXT"),
+            "{error}"
+        );
+        assert_eq!(sql_type(&ty.arrow_type()), Ok("TEXT"));
     }
 }

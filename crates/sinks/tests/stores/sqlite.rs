@@ -12,7 +12,7 @@ use sluice_core::{
 };
 use sluice_sinks::{LedgerWriter, SqliteConfig, SqliteSink};
 
-use crate::new_types;
+use crate::{nested_types, new_types};
 
 /// id, ts, day, ok, latency as SQLite returns them.
 type Row = (
@@ -556,4 +556,83 @@ async fn a_column_that_would_read_text_as_a_number_is_refused_for_decimals_and_j
         "SELECT id, amount, whole, fraction, small, key, doc FROM docs ORDER BY id",
     );
     assert_eq!(rows, new_types::expected(None));
+}
+
+#[tokio::test]
+async fn lists_structs_and_maps_land_as_their_json_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.db");
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    let t = nested_types::table("nested");
+    sink.create_table(&t).await.unwrap();
+    let batches = vec![nested_types::batch(&t, 0..2), nested_types::batch(&t, 2..4)];
+    sink.write(new_types::flush(&t, 1, batches)).await.unwrap();
+    let select = format!(
+        "SELECT {} FROM nested ORDER BY id",
+        nested_types::select_list()
+    );
+    assert_eq!(python_sqlite(&path, &select), nested_types::documents());
+    // Every value is JSON SQLite's own functions read, in TEXT columns.
+    let read = python_sqlite(
+        &path,
+        "SELECT json_extract(names, '$[2]'), json_extract(rec, '$.tags[0]'), \
+         json_extract(pairs, '$[0].v.n'), json_extract(scores, '$.bad'), typeof(grid) \
+         FROM nested WHERE id = 1",
+    );
+    let want = ["é \"q\", a\\b", "x", "1", "NaN", "text"];
+    assert_eq!(read, [want.map(|w| Some(w.to_owned())).to_vec()]);
+    let declared = python_sqlite(
+        &path,
+        "SELECT DISTINCT type FROM pragma_table_info('nested')",
+    );
+    assert_eq!(
+        declared,
+        [
+            vec![Some("INTEGER".to_owned())],
+            vec![Some("TEXT".to_owned())]
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_table_that_exists_takes_nested_values_only_in_text_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested.db");
+    let conn = Connection::open(&path).unwrap();
+    let t = nested_types::table("kept");
+    let columns: Vec<String> = nested_types::columns()
+        .iter()
+        .map(|(name, _)| format!("{name} TEXT"))
+        .collect();
+    conn.execute_batch(&format!(
+        "CREATE TABLE kept (id INTEGER NOT NULL, {})",
+        columns.join(", ")
+    ))
+    .unwrap();
+    let sink = SqliteSink::open(SqliteConfig::new(&path)).unwrap();
+    sink.create_table(&t).await.unwrap();
+    sink.write(new_types::flush(&t, 1, vec![nested_types::batch(&t, 0..4)]))
+        .await
+        .unwrap();
+    let select = format!(
+        "SELECT {} FROM kept ORDER BY id",
+        nested_types::select_list()
+    );
+    assert_eq!(python_sqlite(&path, &select), nested_types::documents());
+
+    conn.execute_batch(&format!(
+        "CREATE TABLE wrong (id INTEGER NOT NULL, {})",
+        columns.join(", ").replace("grid TEXT", "grid INTEGER")
+    ))
+    .unwrap();
+    let error = sink
+        .create_table(&nested_types::table("wrong"))
+        .await
+        .unwrap_err();
+    assert!(!error.is_retriable(), "{error}");
+    assert!(
+        error.message.contains("column 'grid' is INTEGER")
+            && error.message.contains("declare it TEXT"),
+        "{error}"
+    );
 }
