@@ -90,13 +90,14 @@ fn check(rows: &[Value]) {
     assert!(seen.values().all(|&n| n == 1), "a row landed twice");
 }
 
-fn config(sink: &str) -> String {
-    format!("evolve = true\n\n[flush]\nmax_age = \"200ms\"\n\n{sink}")
+/// Evolving tables flushed often, with `top` (top-level keys) and `sections` added.
+fn config(top: &str, sections: &str) -> String {
+    format!("evolve = true\n{top}\n[flush]\nmax_age = \"200ms\"\n\n{sections}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_keys_become_columns_once_in_the_lake() {
-    let mut server = Server::start(&config(""));
+    let mut server = Server::start(&config("", ""));
     send_events(&server, "/v1/tables/events/rows?ack=committed").await;
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
@@ -127,11 +128,8 @@ os._exit(0)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_keys_become_columns_once_in_postgres() {
     let pg = Postgres::start().unwrap();
-    let sink = format!(
-        "default_sink = \"pg\"\n\n[sinks.pg]\ntype = \"postgres\"\nurl = {:?}\n",
-        pg.url
-    );
-    let mut server = Server::start(&config(&sink));
+    let sink = format!("[sinks.pg]\ntype = \"postgres\"\nurl = {:?}\n", pg.url);
+    let mut server = Server::start(&config("default_sink = \"pg\"\n", &sink));
     send_events(&server, "/v1/tables/events/rows?ack=committed").await;
     server.sigterm();
     assert!(server.wait(Duration::from_secs(30)).success());
