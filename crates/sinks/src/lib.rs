@@ -11,7 +11,8 @@
 //! - [`catalog`]: table layouts kept as files beside the data, for auto-created tables.
 //! - `fit`: how the database sinks fit a table that exists to its layout (columns added, the
 //!   types of decimal, uuid and json columns checked).
-//! - `values`: the check of a flush's decimals every database sink makes before writing them.
+//! - `values`: the check of a flush's decimals, the text of dates and timestamps, and nested
+//!   values as JSON, for every database sink.
 //! - [`fsio`]: the fsync discipline shared by everything that writes files.
 //! - `writer`: this data directory's writer identity (`_sluice/writer-id`), which the lake's
 //!   commits and the database sinks' ledgers go by.
