@@ -1,7 +1,8 @@
-//! `list`, `struct` and `map` columns through both JSON doors into the lake, read back by an
-//! independent reader (Python `deltalake`) with exactly the values sent: nulls inside lists and
-//! structs, empty lists and maps, decimals to the last digit. Compaction merges the parts
-//! without changing a value, and a first insert's arrays and objects make nested columns.
+//! `list`, `struct` and `map` columns through both JSON doors into every store, read back by an
+//! independent reader with exactly the values sent: nulls inside lists and structs, empty lists
+//! and maps, decimals to the last digit. The lake is read by Python `deltalake`, SQLite by
+//! Python's `sqlite3`, PostgreSQL and ClickHouse by their own text. Compaction merges the lake's
+//! parts without changing a value, and a first insert's arrays and objects make nested columns.
 //!
 //! Rows 1-3 come through sluice's NDJSON API, rows 4-6 through the ClickHouse door's
 //! `JSONEachRow`, where a timestamp given as a number is seconds and numbers may be quoted.
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_lab::load::http_post;
+use sluice_lab::services::{ClickHouse, Postgres};
 
 use crate::common::{Server, parts, python_json};
 
@@ -212,5 +214,272 @@ async fn a_first_insert_of_arrays_and_objects_makes_nested_columns() {
              "attrs": "{\"other\":\"x\"}"}
         ]),
         "{read}"
+    );
+}
+
+/// Starts sluice with the nested table in `[sinks.store]`, sends both doors' rows, and stops it.
+async fn land_in_store(sink: &str) -> Server {
+    let config = format!(
+        "[flush]\nmax_age = \"100ms\"\n\n[sinks.store]\n{sink}\n\
+         [tables.nested]\nsink = \"store\"\ncolumns = {COLUMNS}\n"
+    );
+    let mut server = Server::start(&config);
+    send_through_both_doors(&server).await;
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    server
+}
+
+/// The columns after `id`, as each store's own text gives them, row by row.
+const NAMES: [&str; 7] = [
+    "tags", "scores", "keys", "attrs", "record", "matrix", "events",
+];
+
+/// Compares each row's store text with `expected`, rows in id order, `None` for SQL NULL.
+fn check_texts(found: &[Vec<Option<String>>], expected: &[[Option<&str>; 7]]) {
+    assert_eq!(found.len(), expected.len(), "{found:?}");
+    for (id, (row, want)) in found.iter().zip(expected).enumerate() {
+        for (column, (got, want)) in NAMES.iter().zip(row.iter().zip(want)) {
+            assert_eq!(got.as_deref(), *want, "row {}, column {column}", id + 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_columns_land_in_sqlite_as_json_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("nested.sqlite");
+    land_in_store(&format!(
+        "type = \"sqlite\"\npath = {:?}\n",
+        db.display().to_string()
+    ))
+    .await;
+    const READ: &str = r#"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+names = ", ".join('"%s"' % n for n in sys.argv[2].split(","))
+rows = db.execute("SELECT " + names + " FROM nested ORDER BY id").fetchall()
+print(json.dumps([list(r) for r in rows]))
+"#;
+    let rows = python_json(
+        READ,
+        &[&db.to_string_lossy(), &NAMES.join(",")],
+        &[],
+        "SQLite",
+    );
+    let found: Vec<Vec<Option<String>>> = serde_json::from_value(rows).unwrap();
+    let at = r#""at":"2026-11-29 12:00:00.000000""#;
+    let record_1 = format!(r#"{{"code":7,{at},"labels":[],"doc":{{"x":[1,2]}}}}"#);
+    let record_4 = format!(r#"{{"code":8,{at},"labels":["l"],"doc":"s"}}"#);
+    let empty_record = r#"{"code":null,"at":null,"labels":null,"doc":null}"#;
+    let keys = format!(r#"["{ID}"]"#);
+    let events_1 = r#"[{"k":"a","v":1.5},null,{"k":null,"v":null}]"#;
+    check_texts(
+        &found,
+        &[
+            [
+                Some(r#"["a",null,"c"]"#),
+                Some("[1234567890123456.7891,0.5000,null]"),
+                Some(&keys),
+                Some(r#"{"http.status":200,"retries":null}"#),
+                Some(&record_1),
+                Some("[[1,2],[],null,[3]]"),
+                Some(events_1),
+            ],
+            [
+                Some("[]"),
+                None,
+                None,
+                Some("{}"),
+                Some(empty_record),
+                Some("[]"),
+                Some("[]"),
+            ],
+            [None; 7],
+            [
+                Some(r#"["x"]"#),
+                Some("[-0.0001]"),
+                None,
+                Some(r#"{"a":7}"#),
+                Some(&record_4),
+                Some("[[-9223372036854775807]]"),
+                None,
+            ],
+            [None; 7],
+            [
+                None,
+                None,
+                Some("[null]"),
+                None,
+                None,
+                None,
+                Some(r#"[{"k":"z","v":-2.0}]"#),
+            ],
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_columns_land_in_postgres_as_arrays_and_jsonb() {
+    let pg = Postgres::start().unwrap();
+    land_in_store(&format!("type = \"postgres\"\nurl = {:?}\n", pg.url)).await;
+    let (client, connection) = tokio_postgres::connect(&pg.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let texts: Vec<String> = NAMES.iter().map(|n| format!("{n}::text")).collect();
+    let sql = format!("SELECT {} FROM nested ORDER BY id", texts.join(", "));
+    let found: Vec<Vec<Option<String>>> = client
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (0..NAMES.len()).map(|i| r.get(i)).collect())
+        .collect();
+    // PostgreSQL's own text: arrays of the element's type, jsonb with its own key order.
+    let at = r#""at": "2026-11-29 12:00:00.000000""#;
+    let record_1 = format!(r#"{{{at}, "doc": {{"x": [1, 2]}}, "code": 7, "labels": []}}"#);
+    let record_4 = format!(r#"{{{at}, "doc": "s", "code": 8, "labels": ["l"]}}"#);
+    let empty_record = r#"{"at": null, "doc": null, "code": null, "labels": null}"#;
+    let keys = format!("{{{ID}}}");
+    let events_1 = r#"[{"k": "a", "v": 1.5}, null, {"k": null, "v": null}]"#;
+    check_texts(
+        &found,
+        &[
+            [
+                Some("{a,NULL,c}"),
+                Some("{1234567890123456.7891,0.5000,NULL}"),
+                Some(&keys),
+                Some(r#"{"retries": null, "http.status": 200}"#),
+                Some(&record_1),
+                Some("[[1, 2], [], null, [3]]"),
+                Some(events_1),
+            ],
+            [
+                Some("{}"),
+                None,
+                None,
+                Some("{}"),
+                Some(empty_record),
+                Some("[]"),
+                Some("[]"),
+            ],
+            [None; 7],
+            [
+                Some("{x}"),
+                Some("{-0.0001}"),
+                None,
+                Some(r#"{"a": 7}"#),
+                Some(&record_4),
+                Some("[[-9223372036854775807]]"),
+                None,
+            ],
+            [None; 7],
+            [
+                None,
+                None,
+                Some("{NULL}"),
+                None,
+                None,
+                None,
+                Some(r#"[{"k": "z", "v": -2.0}]"#),
+            ],
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_columns_land_in_clickhouse_as_arrays_tuples_and_json_text() {
+    let ch = ClickHouse::start().unwrap();
+    land_in_store(&format!("type = \"clickhouse\"\nurl = {:?}\n", ch.url)).await;
+    let sql = format!(
+        "SELECT {} FROM nested ORDER BY id FORMAT TabSeparated",
+        NAMES.join(", ")
+    );
+    let text = ch.query(&sql).await.unwrap();
+    let found: Vec<Vec<Option<String>>> = text
+        .lines()
+        .map(|line| {
+            line.split('\t')
+                .map(|c| (c != "\\N").then(|| c.to_owned()))
+                .collect()
+        })
+        .collect();
+    let types = ch
+        .query("SELECT name, type FROM system.columns WHERE table = 'nested' FORMAT TabSeparated")
+        .await
+        .unwrap();
+    // 18.16 has no Map and cannot read a tuple inside an array from JSONEachRow: those are
+    // JSON text. It has no nullable array or tuple: a null list is empty, a null struct a
+    // tuple of nulls.
+    for column in [
+        "tags\tArray(Nullable(String))",
+        "scores\tArray(Nullable(Decimal(20, 4)))",
+        "attrs\tNullable(String)",
+        "matrix\tArray(Array(Nullable(Int64)))",
+        "events\tNullable(String)",
+    ] {
+        assert!(types.contains(column), "{column} in {types}");
+    }
+    let keys = format!("['{ID}']");
+    let null_record = "(NULL,NULL,[],NULL)";
+    check_texts(
+        &found,
+        &[
+            [
+                Some("['a',NULL,'c']"),
+                Some("[1234567890123456.7891,0.5000,NULL]"),
+                Some(&keys),
+                Some(r#"{"http.status":200,"retries":null}"#),
+                Some(r#"(7,'2026-11-29 12:00:00',[],'{"x":[1,2]}')"#),
+                Some("[[1,2],[],[],[3]]"),
+                Some(r#"[{"k":"a","v":1.5},null,{"k":null,"v":null}]"#),
+            ],
+            [
+                Some("[]"),
+                Some("[]"),
+                Some("[]"),
+                Some("{}"),
+                Some(null_record),
+                Some("[]"),
+                Some("[]"),
+            ],
+            [
+                Some("[]"),
+                Some("[]"),
+                Some("[]"),
+                None,
+                Some(null_record),
+                Some("[]"),
+                None,
+            ],
+            [
+                Some("['x']"),
+                Some("[-0.0001]"),
+                Some("[]"),
+                Some(r#"{"a":7}"#),
+                Some(r#"(8,'2026-11-29 12:00:00',['l'],'"s"')"#),
+                Some("[[-9223372036854775807]]"),
+                None,
+            ],
+            [
+                Some("[]"),
+                Some("[]"),
+                Some("[]"),
+                None,
+                Some(null_record),
+                Some("[]"),
+                None,
+            ],
+            [
+                Some("[]"),
+                Some("[]"),
+                Some("[NULL]"),
+                None,
+                Some(null_record),
+                Some("[]"),
+                Some(r#"[{"k":"z","v":-2.0}]"#),
+            ],
+        ],
     );
 }
