@@ -218,3 +218,49 @@ os._exit(0)
         "{read}"
     );
 }
+
+/// Two inserts into `[sinks.store]`, the second with a new key: the store gets the column.
+async fn evolve_in_store(sink: &str) {
+    let sink = format!("[sinks.store]\n{sink}");
+    let mut server = Server::start(&config("default_sink = \"store\"\n", &sink));
+    let path = "/v1/tables/grown/rows?ack=committed";
+    for body in [
+        r#"{"id":1,"service":"a"}"#,
+        r#"{"id":2,"service":"b","region":"eu","tags":["x"]}"#,
+    ] {
+        let (status, answer) = http_post(server.addr, path, body).await.unwrap();
+        assert_eq!(status, 200, "{answer}");
+    }
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_keys_become_columns_in_sqlite_and_clickhouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("grown.sqlite");
+    evolve_in_store(&format!(
+        "type = \"sqlite\"\npath = {:?}\n",
+        db.display().to_string()
+    ))
+    .await;
+    const READ: &str = r#"
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute('SELECT id, service, region, tags FROM grown ORDER BY id').fetchall()
+print(json.dumps([list(r) for r in rows]))
+"#;
+    let rows = python_json(READ, &[&db.to_string_lossy()], &[], "SQLite");
+    assert_eq!(
+        rows,
+        json!([[1, "a", null, null], [2, "b", "eu", "[\"x\"]"]])
+    );
+
+    let ch = sluice_lab::services::ClickHouse::start().unwrap();
+    evolve_in_store(&format!("type = \"clickhouse\"\nurl = {:?}\n", ch.url)).await;
+    let text = ch
+        .query("SELECT id, service, region, tags FROM grown ORDER BY id FORMAT TabSeparated")
+        .await
+        .unwrap();
+    assert_eq!(text, "1\ta\t\\N\t[]\n2\tb\teu\t['x']\n");
+}
