@@ -792,6 +792,31 @@ fn a_nested_value_that_does_not_fit_is_named_by_its_row_and_its_way() {
         read("Array(Array(UInt8))", "Map(String, Int16)", 7),
         "row 2, column 'pair.n': -1 is out of range for uint8"
     );
+    let falling = [
+        fixed(&[2_u64.to_le_bytes(), 1_u64.to_le_bytes()]),
+        vec![0; 24],
+    ]
+    .concat();
+    let error = decode(
+        &schema,
+        &block(2, &[("grid", "Array(Array(UInt8))", falling)]),
+        &options_for(None, false),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.starts_with("row 1, column 'grid': array offset 1 falls below 2"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_map_whose_keys_are_not_strings_is_refused_before_its_values() {
+    let schema = TableSchema::new(vec![Column::new(
+        "labels",
+        ColumnType::map(ColumnType::UInt8),
+    )])
+    .unwrap();
     let numbered = [
         fixed(&[1_u64.to_le_bytes(), 2_u64.to_le_bytes()]),
         vec![1, 2],
@@ -808,21 +833,5 @@ fn a_nested_value_that_does_not_fit_is_named_by_its_row_and_its_way() {
         error.to_string(),
         "row 1, column 'labels': a Map(UInt8, Int16) value does not go into the table's \
          map<string, uint8> column"
-    );
-    let falling = [
-        fixed(&[2_u64.to_le_bytes(), 1_u64.to_le_bytes()]),
-        vec![0; 24],
-    ]
-    .concat();
-    let error = decode(
-        &schema,
-        &block(2, &[("grid", "Array(Array(UInt8))", falling)]),
-        &options_for(None, false),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        error.starts_with("row 1, column 'grid': array offset 1 falls below 2"),
-        "{error}"
     );
 }
