@@ -14,6 +14,7 @@ mod clickhouse_cluster;
 mod clickhouse_compat;
 mod clickhouse_formats;
 mod clickhouse_native;
+mod clickhouse_nested;
 mod clickhouse_sink;
 mod config_errors;
 mod console;

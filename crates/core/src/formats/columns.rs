@@ -1,97 +1,22 @@
 //! The table's columns being built, a row at a time, from values in the body's column order.
 //!
-//! Every format decoder hands values here: text formats as text, which is parsed by the column's
-//! type ([`super::text`]), binary formats as typed values. Each value is converted into the
-//! table column's type with a range check, so nothing is wrapped around or truncated silently.
-//! A column a row leaves out is null, or refused when the table requires it.
+//! Every format decoder hands values here, which [`super::value`] converts into the table
+//! column's type with a range check. A column a row leaves out is null, or refused when the
+//! table requires it.
 //!
-//! A decimal is converted exactly or refused, never rounded: its text must fit the column
-//! ([`crate::values::check_decimal`]), and a binary decimal of another scale must rescale
-//! without losing a digit. A `uuid` column takes text, which [`crate::values::conform`]
-//! canonicalizes afterwards, or a binary UUID; a `json` column takes text only, which `conform`
-//! checks is JSON.
+//! A `list`, `struct` or `map` column takes text in its ClickHouse text form
+//! ([`super::quoted`]), which the text formats send, or its values straight into its builder
+//! ([`Columns::put_nested`]), which the binary and JSON formats do.
 
-use std::borrow::Cow;
-use std::sync::Arc;
+use arrow::array::{ArrayRef, RecordBatch};
 
-use arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int8Builder, Int16Builder, Int32Builder, Int64Builder, RecordBatch,
-    StringBuilder, TimestampMicrosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder,
-    UInt64Builder, new_null_array,
-};
-use arrow::datatypes::DataType;
-
-use super::text;
+use super::builder::{Builder, Unfit};
+use super::quoted;
+use super::value::Value;
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
-
-/// One value from the body, before it is converted into its column's type.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Value<'a> {
-    Null,
-    Bool(bool),
-    Int(i64),
-    UInt(u64),
-    Float(f64),
-    /// Text, parsed by the column's type as ClickHouse's text formats write it.
-    Text(&'a str),
-    /// Days since 1970-01-01.
-    Days(i32),
-    /// Microseconds since 1970-01-01 00:00:00 UTC.
-    Micros(i64),
-    /// A binary decimal: its unscaled integer and its scale, the value being
-    /// `unscaled * 10^-scale`.
-    Decimal(i128, u8),
-    /// A binary UUID, as one 128-bit number (its text's 32 hex digits in order).
-    Uuid(u128),
-}
-
-/// The kind of values a body's column of some binary type gives, for [`can_take`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Bool,
-    Whole,
-    Float,
-    Text,
-    Date,
-    Time,
-    Decimal,
-    Uuid,
-    /// Addresses, Enum names and the like: judged value by value.
-    Other,
-}
-
-/// Whether a body's column whose type gives values of `kind` can go into a column of `ty`.
-/// Only the pairs where no value ever could are refused here, before a value is read: decimals
-/// and UUIDs into a column that takes neither, and into `decimal`, `uuid` and `json` columns
-/// what they never take. Every other pair is judged value by value.
-pub(crate) fn can_take(ty: &ColumnType, kind: Kind) -> bool {
-    use ColumnType as T;
-    let number = matches!(
-        ty,
-        T::Int8
-            | T::Int16
-            | T::Int32
-            | T::Int64
-            | T::UInt8
-            | T::UInt16
-            | T::UInt32
-            | T::UInt64
-            | T::Float32
-            | T::Float64
-    );
-    match (ty, kind) {
-        (_, Kind::Decimal) => number || matches!(ty, T::Decimal { .. } | T::String),
-        (_, Kind::Uuid) => matches!(ty, T::Uuid | T::String),
-        (T::Decimal { .. }, kind) => matches!(kind, Kind::Whole | Kind::Text),
-        (T::Uuid | T::Json, kind) => kind == Kind::Text,
-        (T::List(_) | T::Struct(_) | T::Map(_), _) => false,
-        _ => true,
-    }
-}
 
 /// Where a body's column goes: a column of the table, or nowhere (an unknown column the insert
 /// asked to skip).
@@ -129,22 +54,6 @@ impl<'s> Columns<'s> {
                 None,
                 Some(missing.1.name.clone()),
                 "the column is required (not nullable) but the insert leaves it out".to_owned(),
-            ));
-        }
-        if let Some(nested) = targets
-            .iter()
-            .flatten()
-            .map(|&i| &schema.columns()[i])
-            .find(|c| c.ty.is_nested())
-        {
-            return Err(DecodeError::new(
-                None,
-                Some(nested.name.clone()),
-                format!(
-                    "the column is {}, which this format does not carry yet; send it as \
-                     JSONEachRow",
-                    nested.ty.clickhouse_name()
-                ),
             ));
         }
         let builders = schema
@@ -185,48 +94,87 @@ impl<'s> Columns<'s> {
 
     /// Puts the body's column `index` of the current row. The error names the column.
     pub(crate) fn put(&mut self, index: usize, value: Value<'_>) -> Result<(), DecodeError> {
-        let Some(Some(target)) = self.targets.get(index).copied() else {
+        let Some(target) = self.unfilled(index)? else {
             return Ok(());
         };
-        let fail = |message: String| {
-            let column = &self.schema.columns()[target];
-            DecodeError::new(None, Some(column.name.clone()), message)
-        };
-        if self.filled[target] {
-            return Err(fail("the row gives the column twice".to_owned()));
-        }
-        self.append(target, value).map_err(fail)?;
+        let schema = self.schema;
+        let name = &schema.columns()[target].name;
+        self.append(target, value).map_err(|e| e.in_column(name))?;
         self.filled[target] = true;
         Ok(())
+    }
+
+    /// Puts the body's column `index` of the current row, a nested value, which `read` reads
+    /// into the column's builder. `Ok(false)` when the insert skips the column: `read` is not
+    /// called, and the caller moves past the value.
+    pub(crate) fn put_nested(
+        &mut self,
+        index: usize,
+        read: impl FnOnce(&mut Builder, &ColumnType) -> Result<(), Unfit>,
+    ) -> Result<bool, DecodeError> {
+        let Some(target) = self.unfilled(index)? else {
+            return Ok(false);
+        };
+        let column = &self.schema.columns()[target];
+        read(&mut self.builders[target], &column.ty).map_err(|e| e.in_column(&column.name))?;
+        self.filled[target] = true;
+        Ok(true)
+    }
+
+    /// The table's column the body's column `index` goes to, which the row must not have
+    /// given yet; `None` when the insert skips it.
+    fn unfilled(&self, index: usize) -> Result<Option<usize>, DecodeError> {
+        let Some(Some(target)) = self.targets.get(index).copied() else {
+            return Ok(None);
+        };
+        if self.filled[target] {
+            let name = self.schema.columns()[target].name.clone();
+            return Err(DecodeError::new(
+                None,
+                Some(name),
+                "the row gives the column twice".to_owned(),
+            ));
+        }
+        Ok(Some(target))
     }
 
     /// Appends a value of the body's column `index` in a block read column by column: the
     /// columns' values go in whole, one after the other, and [`Columns::end_block`] follows.
     /// The error is the value's, without its row or column, which the caller knows.
-    pub(crate) fn push(&mut self, index: usize, value: Value<'_>) -> Result<(), String> {
+    pub(crate) fn push(&mut self, index: usize, value: Value<'_>) -> Result<(), Unfit> {
         match self.targets.get(index).copied() {
             Some(Some(target)) => self.append(target, value),
             _ => Ok(()),
         }
     }
 
+    /// The builder and type of the table's column the body's column `index` goes to, for a
+    /// block read column by column; `None` when the insert skips it.
+    pub(crate) fn builder(&mut self, index: usize) -> Option<(&mut Builder, &ColumnType)> {
+        let target = (*self.targets.get(index)?)?;
+        Some((
+            &mut self.builders[target],
+            &self.schema.columns()[target].ty,
+        ))
+    }
+
     /// Appends `value` to the table's column `target`: a null for a required column is its
-    /// type's default when the insert asked for that, else refused.
-    fn append(&mut self, target: usize, value: Value<'_>) -> Result<(), String> {
+    /// type's default when the insert asked for that, else refused. A nested column takes its
+    /// text form.
+    fn append(&mut self, target: usize, value: Value<'_>) -> Result<(), Unfit> {
         let column = &self.schema.columns()[target];
         let builder = &mut self.builders[target];
         if value == Value::Null && !column.nullable {
             if !self.null_as_default {
-                return Err(
+                return Err(Unfit::new(
                     "the column is required (not nullable) and the row has null; \
-                     input_format_null_as_default=1 stores its type's default instead"
-                        .to_owned(),
-                );
+                     input_format_null_as_default=1 stores its type's default instead",
+                ));
             }
             builder.push_default(&column.ty);
             return Ok(());
         }
-        builder.push(&column.ty, value)
+        quoted::push(builder, &column.ty, value)
     }
 
     /// Ends a block of `rows` rows put column by column: the table's columns the body does not
@@ -256,9 +204,7 @@ impl<'s> Columns<'s> {
                             .to_owned(),
                     ));
                 }
-                self.builders[i]
-                    .push(&column.ty, Value::Null)
-                    .map_err(|e| DecodeError::new(None, Some(column.name.clone()), e))?;
+                self.builders[i].push_null();
             }
             *filled = false;
         }
@@ -268,7 +214,12 @@ impl<'s> Columns<'s> {
 
     /// The rows as a batch of the table's schema.
     pub(crate) fn finish(mut self) -> Result<RecordBatch, DecodeError> {
-        let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
+        let arrays: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .map(Builder::finish)
+            .collect::<Result<_, _>>()
+            .map_err(|e| DecodeError::new(None, None, e))?;
         RecordBatch::try_new(self.schema.arrow().clone(), arrays)
             .map_err(|e| DecodeError::new(None, None, e.to_string()))
     }
@@ -304,384 +255,6 @@ fn targets(
         targets.push(target);
     }
     Ok(targets)
-}
-
-/// One column's Arrow builder.
-enum Builder {
-    Bool(BooleanBuilder),
-    Int8(Int8Builder),
-    Int16(Int16Builder),
-    Int32(Int32Builder),
-    Int64(Int64Builder),
-    UInt8(UInt8Builder),
-    UInt16(UInt16Builder),
-    UInt32(UInt32Builder),
-    UInt64(UInt64Builder),
-    Float32(Float32Builder),
-    Float64(Float64Builder),
-    String(StringBuilder),
-    Date(Date32Builder),
-    Timestamp(TimestampMicrosecondBuilder),
-    Decimal(Decimal128Builder),
-    /// A `list`, `struct` or `map` column the body does not name: all null.
-    Nulls(DataType, usize),
-}
-
-impl Builder {
-    fn new(ty: &ColumnType) -> Self {
-        match ty {
-            ColumnType::Bool => Self::Bool(BooleanBuilder::new()),
-            ColumnType::Int8 => Self::Int8(Int8Builder::new()),
-            ColumnType::Int16 => Self::Int16(Int16Builder::new()),
-            ColumnType::Int32 => Self::Int32(Int32Builder::new()),
-            ColumnType::Int64 => Self::Int64(Int64Builder::new()),
-            ColumnType::UInt8 => Self::UInt8(UInt8Builder::new()),
-            ColumnType::UInt16 => Self::UInt16(UInt16Builder::new()),
-            ColumnType::UInt32 => Self::UInt32(UInt32Builder::new()),
-            ColumnType::UInt64 => Self::UInt64(UInt64Builder::new()),
-            ColumnType::Float32 => Self::Float32(Float32Builder::new()),
-            ColumnType::Float64 => Self::Float64(Float64Builder::new()),
-            ColumnType::Date => Self::Date(Date32Builder::new()),
-            ColumnType::Timestamp => {
-                Self::Timestamp(TimestampMicrosecondBuilder::new().with_data_type(ty.arrow_type()))
-            }
-            ColumnType::Decimal { .. } => {
-                Self::Decimal(Decimal128Builder::new().with_data_type(ty.arrow_type()))
-            }
-            // `uuid` and `json` are text told apart by the field's metadata; `push` tells them
-            // apart by the column's type.
-            ColumnType::String | ColumnType::Uuid | ColumnType::Json => {
-                Self::String(StringBuilder::new())
-            }
-            ColumnType::List(_) | ColumnType::Struct(_) | ColumnType::Map(_) => {
-                Self::Nulls(ty.arrow_type(), 0)
-            }
-        }
-    }
-
-    /// Appends `value` converted into the column's type `ty`, or says why it does not fit.
-    fn push(&mut self, ty: &ColumnType, value: Value<'_>) -> Result<(), String> {
-        if value == Value::Null {
-            self.push_null();
-            return Ok(());
-        }
-        match self {
-            Self::Bool(b) => b.append_value(to_bool(value)?),
-            Self::Int8(b) => b.append_value(to_int(value, ty)?),
-            Self::Int16(b) => b.append_value(to_int(value, ty)?),
-            Self::Int32(b) => b.append_value(to_int(value, ty)?),
-            Self::Int64(b) => b.append_value(to_int(value, ty)?),
-            Self::UInt8(b) => b.append_value(to_int(value, ty)?),
-            Self::UInt16(b) => b.append_value(to_int(value, ty)?),
-            Self::UInt32(b) => b.append_value(to_int(value, ty)?),
-            Self::UInt64(b) => b.append_value(to_int(value, ty)?),
-            Self::Float32(b) => b.append_value(to_float(value)? as f32),
-            Self::Float64(b) => b.append_value(to_float(value)?),
-            Self::String(b) => match ty {
-                ColumnType::Uuid => b.append_value(to_uuid(value)?),
-                ColumnType::Json => b.append_value(to_json(value)?),
-                _ => b.append_value(to_text(value)?),
-            },
-            Self::Date(b) => b.append_value(to_days(value)?),
-            Self::Timestamp(b) => b.append_value(to_micros(value)?),
-            Self::Decimal(b) => b.append_value(to_decimal(value, ty)?),
-            Self::Nulls(..) => return Err(mismatch(value, &ty.name())),
-        }
-        Ok(())
-    }
-
-    /// The type's default, as ClickHouse stores one for a null: zero, false, the empty string,
-    /// 1970-01-01, the nil UUID, and for `json` the empty object, as ClickHouse's `JSON` has.
-    fn push_default(&mut self, ty: &ColumnType) {
-        match self {
-            Self::Bool(b) => b.append_value(false),
-            Self::Int8(b) => b.append_value(0),
-            Self::Int16(b) => b.append_value(0),
-            Self::Int32(b) => b.append_value(0),
-            Self::Int64(b) => b.append_value(0),
-            Self::UInt8(b) => b.append_value(0),
-            Self::UInt16(b) => b.append_value(0),
-            Self::UInt32(b) => b.append_value(0),
-            Self::UInt64(b) => b.append_value(0),
-            Self::Float32(b) => b.append_value(0.0),
-            Self::Float64(b) => b.append_value(0.0),
-            Self::String(b) => b.append_value(match ty {
-                ColumnType::Uuid => NIL_UUID,
-                ColumnType::Json => "{}",
-                _ => "",
-            }),
-            Self::Date(b) => b.append_value(0),
-            Self::Timestamp(b) => b.append_value(0),
-            Self::Decimal(b) => b.append_value(0),
-            Self::Nulls(_, count) => *count += 1,
-        }
-    }
-
-    fn push_null(&mut self) {
-        match self {
-            Self::Bool(b) => b.append_null(),
-            Self::Int8(b) => b.append_null(),
-            Self::Int16(b) => b.append_null(),
-            Self::Int32(b) => b.append_null(),
-            Self::Int64(b) => b.append_null(),
-            Self::UInt8(b) => b.append_null(),
-            Self::UInt16(b) => b.append_null(),
-            Self::UInt32(b) => b.append_null(),
-            Self::UInt64(b) => b.append_null(),
-            Self::Float32(b) => b.append_null(),
-            Self::Float64(b) => b.append_null(),
-            Self::String(b) => b.append_null(),
-            Self::Date(b) => b.append_null(),
-            Self::Timestamp(b) => b.append_null(),
-            Self::Decimal(b) => b.append_null(),
-            Self::Nulls(_, count) => *count += 1,
-        }
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            Self::Bool(b) => Arc::new(b.finish()),
-            Self::Int8(b) => Arc::new(b.finish()),
-            Self::Int16(b) => Arc::new(b.finish()),
-            Self::Int32(b) => Arc::new(b.finish()),
-            Self::Int64(b) => Arc::new(b.finish()),
-            Self::UInt8(b) => Arc::new(b.finish()),
-            Self::UInt16(b) => Arc::new(b.finish()),
-            Self::UInt32(b) => Arc::new(b.finish()),
-            Self::UInt64(b) => Arc::new(b.finish()),
-            Self::Float32(b) => Arc::new(b.finish()),
-            Self::Float64(b) => Arc::new(b.finish()),
-            Self::String(b) => ArrayBuilder::finish(b),
-            Self::Date(b) => Arc::new(b.finish()),
-            Self::Timestamp(b) => Arc::new(b.finish()),
-            Self::Decimal(b) => Arc::new(b.finish()),
-            Self::Nulls(data_type, count) => new_null_array(data_type, std::mem::take(count)),
-        }
-    }
-}
-
-/// The UUID a required `uuid` column stores for a null when the insert asks for defaults.
-const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
-
-fn mismatch(value: Value<'_>, what: &str) -> String {
-    let given = match value {
-        Value::Null => "null".to_owned(),
-        Value::Bool(b) => format!("the boolean {b}"),
-        Value::Int(n) => format!("the number {n}"),
-        Value::UInt(n) => format!("the number {n}"),
-        Value::Float(n) => format!("the number {n}"),
-        Value::Text(t) => format!("'{}'", printable(t)),
-        Value::Days(_) => "a date".to_owned(),
-        Value::Micros(_) => "a date and time".to_owned(),
-        Value::Decimal(unscaled, scale) => format!("the decimal {}", decimal_text(unscaled, scale)),
-        Value::Uuid(id) => format!("the UUID {}", uuid_text(id)),
-    };
-    format!("{given} is not {what}")
-}
-
-fn to_bool(value: Value<'_>) -> Result<bool, String> {
-    match value {
-        Value::Bool(b) => Ok(b),
-        Value::Int(0) | Value::UInt(0) => Ok(false),
-        Value::Int(1) | Value::UInt(1) => Ok(true),
-        Value::Text(t) => text::parse_bool(t).ok_or_else(|| mismatch(value, "a boolean")),
-        _ => Err(mismatch(value, "a boolean")),
-    }
-}
-
-/// A whole number in the range of `T`, the column's type `ty`.
-fn to_int<T: TryFrom<i64> + TryFrom<u64>>(value: Value<'_>, ty: &ColumnType) -> Result<T, String> {
-    let out_of_range = || format!("{} is out of range for {}", shown(value), ty.name());
-    match value {
-        Value::Int(n) => T::try_from(n).map_err(|_| out_of_range()),
-        Value::UInt(n) => T::try_from(n).map_err(|_| out_of_range()),
-        Value::Bool(b) => T::try_from(u64::from(b)).map_err(|_| out_of_range()),
-        Value::Decimal(unscaled, scale) => {
-            let whole =
-                rescale(unscaled, scale, 0).map_err(|_| mismatch(value, "a whole number"))?;
-            match (i64::try_from(whole), u64::try_from(whole)) {
-                (Ok(n), _) => T::try_from(n).map_err(|_| out_of_range()),
-                (_, Ok(n)) => T::try_from(n).map_err(|_| out_of_range()),
-                _ => Err(out_of_range()),
-            }
-        }
-        Value::Text(t) => match text::parse_int(t) {
-            Some(text::Int::Signed(n)) => T::try_from(n).map_err(|_| out_of_range()),
-            Some(text::Int::Unsigned(n)) => T::try_from(n).map_err(|_| out_of_range()),
-            None => Err(mismatch(value, "a whole number")),
-        },
-        _ => Err(mismatch(value, "a whole number")),
-    }
-}
-
-fn shown(value: Value<'_>) -> String {
-    match value {
-        Value::Int(n) => n.to_string(),
-        Value::UInt(n) => n.to_string(),
-        Value::Text(t) => printable(t),
-        Value::Decimal(unscaled, scale) => decimal_text(unscaled, scale),
-        other => format!("{other:?}"),
-    }
-}
-
-fn to_float(value: Value<'_>) -> Result<f64, String> {
-    match value {
-        Value::Float(f) => Ok(f),
-        Value::Int(n) => Ok(n as f64),
-        Value::UInt(n) => Ok(n as f64),
-        Value::Text(t) => text::parse_float(t).ok_or_else(|| mismatch(value, "a number")),
-        Value::Decimal(unscaled, scale) => decimal_text(unscaled, scale)
-            .parse()
-            .map_err(|_| mismatch(value, "a number")),
-        _ => Err(mismatch(value, "a number")),
-    }
-}
-
-/// Text for a `string` column: text as it is, and a binary UUID or decimal written out.
-fn to_text(value: Value<'_>) -> Result<Cow<'_, str>, String> {
-    match value {
-        Value::Text(t) => Ok(Cow::Borrowed(t)),
-        Value::Uuid(id) => Ok(Cow::Owned(uuid_text(id))),
-        Value::Decimal(unscaled, scale) => Ok(Cow::Owned(decimal_text(unscaled, scale))),
-        _ => Err(mismatch(value, "a string")),
-    }
-}
-
-/// Text for a `uuid` column: a binary UUID written out, or text, which `conform` canonicalizes.
-fn to_uuid(value: Value<'_>) -> Result<Cow<'_, str>, String> {
-    match value {
-        Value::Text(t) => Ok(Cow::Borrowed(t)),
-        Value::Uuid(id) => Ok(Cow::Owned(uuid_text(id))),
-        _ => Err(mismatch(value, "a UUID")),
-    }
-}
-
-/// Text for a `json` column, which `conform` checks is JSON.
-fn to_json(value: Value<'_>) -> Result<&str, String> {
-    match value {
-        Value::Text(t) => Ok(t),
-        _ => Err(mismatch(value, "JSON text")),
-    }
-}
-
-/// The unscaled integer of a `decimal(precision, scale)` column, the column's type `ty`: text
-/// that fits exactly, a whole number, or a binary decimal rescaled without losing a digit.
-fn to_decimal(value: Value<'_>, ty: &ColumnType) -> Result<i128, String> {
-    let &ColumnType::Decimal { precision, scale } = ty else {
-        return Err(mismatch(value, "a decimal"));
-    };
-    let unscaled = match value {
-        Value::Text(t) => return text::parse_decimal(t, precision, scale),
-        Value::Int(n) => rescale(i128::from(n), 0, scale),
-        Value::UInt(n) => rescale(i128::from(n), 0, scale),
-        Value::Decimal(unscaled, from) => rescale(unscaled, from, scale),
-        Value::Float(_) => {
-            return Err(format!(
-                "{} is a float, which is not exact; send a decimal as a Decimal or as its digits",
-                shown(value)
-            ));
-        }
-        _ => return Err(mismatch(value, "a decimal")),
-    };
-    let given = || match value {
-        Value::Decimal(unscaled, from) => decimal_text(unscaled, from),
-        other => shown(other),
-    };
-    let out_of_range = || format!("{} is out of range for {}", given(), ty.name());
-    let unscaled = unscaled.map_err(|unfit| match unfit {
-        Unfit::Fraction => format!(
-            "{} has more digits after the point than {} keeps, and sluice does not round",
-            given(),
-            ty.name()
-        ),
-        Unfit::Range => out_of_range(),
-    })?;
-    let limit = 10_u128.checked_pow(u32::from(precision));
-    if limit.is_some_and(|limit| unscaled.unsigned_abs() >= limit) {
-        return Err(out_of_range());
-    }
-    Ok(unscaled)
-}
-
-/// Why a decimal does not rescale exactly.
-enum Unfit {
-    /// Digits after the point would be lost.
-    Fraction,
-    /// The value overflows.
-    Range,
-}
-
-/// `unscaled * 10^-from` as an integer of scale `to`, exactly.
-fn rescale(unscaled: i128, from: u8, to: u8) -> Result<i128, Unfit> {
-    if unscaled == 0 {
-        return Ok(0);
-    }
-    if from <= to {
-        return 10_i128
-            .checked_pow(u32::from(to - from))
-            .and_then(|factor| unscaled.checked_mul(factor))
-            .ok_or(Unfit::Range);
-    }
-    // A divisor past i128 leaves no non-zero value whole.
-    let divisor = 10_i128
-        .checked_pow(u32::from(from - to))
-        .ok_or(Unfit::Fraction)?;
-    if unscaled % divisor != 0 {
-        return Err(Unfit::Fraction);
-    }
-    Ok(unscaled / divisor)
-}
-
-/// A decimal's text: `unscaled * 10^-scale`, with `scale` digits after the point.
-fn decimal_text(unscaled: i128, scale: u8) -> String {
-    let digits = unscaled.unsigned_abs().to_string();
-    let sign = if unscaled < 0 { "-" } else { "" };
-    if scale == 0 {
-        return format!("{sign}{digits}");
-    }
-    let scale = usize::from(scale);
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (whole, fraction) = padded.split_at(padded.len() - scale);
-    format!("{sign}{whole}.{fraction}")
-}
-
-/// A UUID's canonical text: hyphenated, in lower case.
-fn uuid_text(id: u128) -> String {
-    uuid::Uuid::from_u128(id).hyphenated().to_string()
-}
-
-fn to_days(value: Value<'_>) -> Result<i32, String> {
-    match value {
-        Value::Days(d) => Ok(d),
-        Value::Text(t) => text::parse_date(t).ok_or_else(|| mismatch(value, "a date (YYYY-MM-DD)")),
-        Value::Int(n) => i32::try_from(n).map_err(|_| mismatch(value, "a day number")),
-        Value::UInt(n) => i32::try_from(n).map_err(|_| mismatch(value, "a day number")),
-        _ => Err(mismatch(value, "a date")),
-    }
-}
-
-/// A timestamp. A number is Unix seconds, as ClickHouse reads one for a `DateTime` column.
-fn to_micros(value: Value<'_>) -> Result<i64, String> {
-    let too_far = || format!("{} is too far from 1970 for a timestamp", shown(value));
-    match value {
-        Value::Micros(m) => Ok(m),
-        Value::Days(d) => Ok(i64::from(d) * 86_400_000_000),
-        Value::Int(s) => s.checked_mul(1_000_000).ok_or_else(too_far),
-        Value::UInt(s) => i64::try_from(s)
-            .ok()
-            .and_then(|s| s.checked_mul(1_000_000))
-            .ok_or_else(too_far),
-        Value::Float(s) => text::seconds_to_micros(s).ok_or_else(too_far),
-        Value::Text(t) => text::parse_timestamp(t).ok_or_else(|| {
-            mismatch(
-                value,
-                "a date and time (YYYY-MM-DD hh:mm:ss) or Unix seconds",
-            )
-        }),
-        Value::Bool(_) | Value::Null | Value::Decimal(..) | Value::Uuid(_) => {
-            Err(mismatch(value, "a date and time"))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -940,42 +513,13 @@ mod tests {
         columns.end_row().unwrap();
         let batch = columns.finish().unwrap();
         assert_eq!(batch.column(0).as_primitive::<Decimal128Type>().value(0), 0);
-        assert_eq!(batch.column(1).as_string::<i32>().value(0), NIL_UUID);
+        assert_eq!(
+            batch.column(1).as_string::<i32>().value(0),
+            crate::formats::builder::NIL_UUID
+        );
         assert_eq!(batch.column(2).as_string::<i32>().value(0), "{}");
         let conformed = crate::values::conform(batch, &schema);
         assert!(conformed.is_ok(), "the defaults are a UUID and JSON");
-    }
-
-    #[test]
-    fn the_pairs_no_value_could_fit_are_told_up_front() {
-        for ty in ColumnType::ALL {
-            let number_or_text = !matches!(
-                ty,
-                ColumnType::Bool
-                    | ColumnType::Date
-                    | ColumnType::Timestamp
-                    | ColumnType::Uuid
-                    | ColumnType::Json
-            );
-            assert_eq!(can_take(&ty, Kind::Decimal), number_or_text, "{ty}");
-            let uuid = matches!(ty, ColumnType::Uuid | ColumnType::String);
-            assert_eq!(can_take(&ty, Kind::Uuid), uuid, "{ty}");
-            assert!(
-                can_take(&ty, Kind::Text),
-                "{ty}: text is judged value by value"
-            );
-        }
-        for kind in [Kind::Bool, Kind::Float, Kind::Date, Kind::Time, Kind::Other] {
-            for ty in [decimal(9, 2), ColumnType::Uuid, ColumnType::Json] {
-                assert!(!can_take(&ty, kind), "{kind:?} into {ty}");
-            }
-        }
-        assert!(can_take(&decimal(9, 2), Kind::Whole));
-        assert!(!can_take(&ColumnType::Json, Kind::Whole));
-        assert!(
-            can_take(&ColumnType::Int64, Kind::Date),
-            "judged value by value"
-        );
     }
 
     #[test]
@@ -994,5 +538,46 @@ mod tests {
         columns.end_row().unwrap();
         let batch = columns.finish().unwrap();
         assert_eq!(batch.column(0).as_primitive::<UInt8Type>().value(0), 1);
+    }
+
+    #[test]
+    fn a_null_for_a_required_nested_column_is_empty_when_asked() {
+        let schema = TableSchema::new(vec![
+            Column::new("l", ColumnType::list(ColumnType::Int64)).required(),
+            Column::new(
+                "s",
+                ColumnType::Struct(vec![crate::schema::StructField::new("a", ColumnType::Int8)]),
+            )
+            .required(),
+            Column::new("m", ColumnType::map(ColumnType::String)).required(),
+        ])
+        .unwrap();
+        let names = ["l".to_owned(), "s".to_owned(), "m".to_owned()];
+        let mut refusing = Columns::new(&schema, &names, &skipping(false)).unwrap();
+        let error = refusing.put(0, Value::Null).unwrap_err().to_string();
+        assert!(error.contains("input_format_null_as_default=1"), "{error}");
+        let options = DecodeOptions {
+            null_as_default: true,
+            ..DecodeOptions::default()
+        };
+        let mut columns = Columns::new(&schema, &names, &options).unwrap();
+        for index in 0..3 {
+            columns.put(index, Value::Null).unwrap();
+        }
+        columns.end_row().unwrap();
+        columns.put(0, Value::Text("[1, 2]")).unwrap();
+        columns.put(1, Value::Text("(3)")).unwrap();
+        columns.put(2, Value::Text("{'k': 'v'}")).unwrap();
+        columns.end_row().unwrap();
+        let error = columns.put(0, Value::Int(5)).unwrap_err().to_string();
+        assert_eq!(error, "column 'l': the number 5 is not list<int64>");
+        let batch = columns.finish().unwrap();
+        assert_eq!(
+            crate::formats::tests_support::rows_json(&batch),
+            serde_json::json!([
+                {"l": [], "s": {"a": null}, "m": {}},
+                {"l": [1, 2], "s": {"a": 3}, "m": {"k": "v"}},
+            ])
+        );
     }
 }

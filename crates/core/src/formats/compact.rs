@@ -9,19 +9,29 @@
 //!   parse again). `null` is null. ClickHouse's own `JSON` type takes only an object here.
 //! - A `decimal` column takes a number's digits as written, never through a float, or a
 //!   string's content.
+//! - A `list` takes a JSON array, a `map` a JSON object, and a `struct` a JSON array of its
+//!   fields in order or, as ClickHouse reads a named tuple, an object of them by name, a field
+//!   it leaves out being null. What they hold is read as a column of its type reads it. A string
+//!   is read as the type's ClickHouse text form, as `JSONCompactStringsEachRow` sends it.
 //! - Every other column takes a string's content, a number, a boolean or null; an object or an
 //!   array is refused. (ClickHouse reads one into a `String` column as its text by default, with
 //!   `input_format_json_read_objects_as_strings`; sluice's `string` does not.)
 
+use std::fmt;
+
 use arrow::array::RecordBatch;
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::columns::{Columns, Value};
+use super::builder::{Builder, MapBuilder, Step, StructBuilder, Unfit};
+use super::columns::Columns;
+use super::quoted;
+use super::value::Value;
 use super::{Header, at_row, body_columns, pair};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::options::DecodeOptions;
-use crate::schema::{ColumnType, TableSchema};
+use crate::schema::{ColumnType, StructField, TableSchema};
 
 /// Decodes a `JSONCompactEachRow` body into the table's columns.
 pub(crate) fn decode(
@@ -63,6 +73,17 @@ pub(crate) fn decode(
             ));
         }
         for (index, raw) in values.iter().enumerate() {
+            if columns
+                .target_type(index)
+                .is_some_and(ColumnType::is_nested)
+                && raw.get().starts_with(['[', '{'])
+            {
+                let read = |builder: &mut Builder, ty: &ColumnType| nested(builder, ty, raw);
+                columns
+                    .put_nested(index, read)
+                    .map_err(|e| at_row(row, e))?;
+                continue;
+            }
             let element = element(raw, columns.target_type(index)).map_err(|mut e| {
                 e.field = names.get(index).map(|name| printable(name));
                 at_row(row, e)
@@ -127,7 +148,9 @@ fn element<'a>(raw: &'a RawValue, ty: Option<&ColumnType>) -> Result<Element<'a>
             return Err(DecodeError::new(
                 None,
                 None,
-                "a value is an array or an object; only a json column holds one".to_owned(),
+                "a value is an array or an object; only a json, list, struct or map column \
+                 holds one"
+                    .to_owned(),
             ));
         }
         _ if matches!(ty, Some(ColumnType::Decimal { .. })) => Value::Text(text),
@@ -148,6 +171,146 @@ fn element<'a>(raw: &'a RawValue, ty: Option<&ColumnType>) -> Result<Element<'a>
         }
     };
     Ok(Element::Value(value))
+}
+
+/// Reads `raw`, a JSON array or object, into `builder`, of the nested type `ty`. The recursion
+/// follows the type, whose depth is bounded, not the JSON.
+fn nested(builder: &mut Builder, ty: &ColumnType, raw: &RawValue) -> Result<(), Unfit> {
+    let text = raw.get();
+    let not = |what: &str| Unfit::new(format!("{} is not {what}", shown(text)));
+    match (ty, builder) {
+        (ColumnType::List(element), Builder::List(list)) => {
+            let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| not("an array"))?;
+            for (place, item) in items.into_iter().enumerate() {
+                inner(list.element(), element, item).map_err(|e| e.at(Step::Element(place)))?;
+            }
+            list.close().map_err(Unfit::new)
+        }
+        (ColumnType::Map(value), Builder::Map(map)) => {
+            let Entries(entries) = serde_json::from_str(text).map_err(|_| not("an object"))?;
+            map_entries(map, value, entries)
+        }
+        (ColumnType::Struct(fields), Builder::Struct(record)) => {
+            if text.starts_with('{') {
+                let Entries(entries) = serde_json::from_str(text).map_err(|_| not("an object"))?;
+                return struct_by_name(record, fields, entries);
+            }
+            let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| not("an array"))?;
+            if items.len() != fields.len() {
+                return Err(Unfit::new(format!(
+                    "an array of {} values is not a struct of {} fields",
+                    items.len(),
+                    fields.len()
+                )));
+            }
+            for (index, (field, item)) in fields.iter().zip(items).enumerate() {
+                inner(record.child(index), &field.ty, item)
+                    .map_err(|e| e.at(Step::Field(field.name.clone())))?;
+            }
+            record.close(1);
+            Ok(())
+        }
+        _ => Err(not(&ty.name())),
+    }
+}
+
+/// A value inside a nested one: null, a nested value, or a single value read as its type reads
+/// one.
+fn inner(builder: &mut Builder, ty: &ColumnType, raw: &RawValue) -> Result<(), Unfit> {
+    if ty.is_nested() && raw.get().starts_with(['[', '{']) {
+        return nested(builder, ty, raw);
+    }
+    let value = element(raw, Some(ty)).map_err(|e| Unfit::new(e.message))?;
+    match &value {
+        Element::Value(value) => quoted::push(builder, ty, *value),
+        Element::Unescaped(text) => quoted::push(builder, ty, Value::Text(text)),
+    }
+}
+
+fn map_entries(
+    map: &mut MapBuilder,
+    ty: &ColumnType,
+    entries: Vec<(String, &RawValue)>,
+) -> Result<(), Unfit> {
+    for (key, value) in entries {
+        map.keys().append_value(&key);
+        inner(map.values(), ty, value).map_err(|e| e.at(Step::Key(key)))?;
+    }
+    map.close().map_err(Unfit::new)
+}
+
+/// A struct from an object of its fields by name, as ClickHouse reads a named tuple: a field
+/// left out is null, and a key that names no field is refused.
+fn struct_by_name(
+    record: &mut StructBuilder,
+    fields: &[StructField],
+    entries: Vec<(String, &RawValue)>,
+) -> Result<(), Unfit> {
+    let mut given: Vec<Option<&RawValue>> = vec![None; fields.len()];
+    for (key, value) in entries {
+        let Some(index) = fields.iter().position(|f| f.name == key) else {
+            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+            return Err(Unfit::new(format!(
+                "the struct has no field '{}' (it has: {})",
+                printable(&key),
+                names.join(", ")
+            )));
+        };
+        if given[index].replace(value).is_some() {
+            let message = format!("the object gives the field '{}' twice", printable(&key));
+            return Err(Unfit::new(message));
+        }
+    }
+    for (index, (field, value)) in fields.iter().zip(given).enumerate() {
+        match value {
+            Some(value) => inner(record.child(index), &field.ty, value)
+                .map_err(|e| e.at(Step::Field(field.name.clone())))?,
+            None => record.child(index).push_null(),
+        }
+    }
+    record.close(1);
+    Ok(())
+}
+
+/// A JSON value in an error, shortened, its line breaks and the like escaped.
+fn shown(text: &str) -> String {
+    let mut shown = String::new();
+    for c in text.chars().take(40) {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    if text.chars().nth(40).is_some() {
+        shown.push_str("...");
+    }
+    shown
+}
+
+/// A JSON object's entries in the order written, the values as their JSON text.
+struct Entries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Entries<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Ordered;
+        impl<'de> Visitor<'de> for Ordered {
+            type Value = Entries<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(Ordered)
+    }
 }
 
 /// The body's rows, one JSON array at a time.
@@ -373,6 +536,88 @@ mod tests {
         ] {
             let error = decode_newer(format, body.as_bytes()).unwrap_err();
             assert!(error.starts_with(says), "{body}: {error}");
+        }
+    }
+
+    #[test]
+    fn arrays_objects_and_named_tuples_as_json() {
+        let format = InputFormat::JsonCompactEachRow(Header::None);
+        let body = b"[1, [\"a\", null, \"it's\\ttab\"], [200, [\"x\"]], [[1, null], [], [-3]]]\n\
+                     [\"2\", [], {\"tags\": [], \"code\": null}, []]";
+        assert_eq!(
+            decode_json(&nested_table(), format, body),
+            Ok(nested_rows())
+        );
+        // `JSONCompactStringsEachRow` sends each value as text, a nested one in its text form.
+        let strings = b"[\"1\", \"['a',NULL,'it\\\\'s\\\\ttab']\", \"(200,['x'])\", \
+                        \"[[1,NULL],[],[-3]]\"]\n[\"2\", \"[]\", \"(NULL,[])\", \"[]\"]";
+        assert_eq!(
+            decode_json(&nested_table(), format, strings),
+            Ok(nested_rows())
+        );
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new(
+                "labels",
+                ColumnType::map(ColumnType::decimal(9, 2).unwrap()),
+            ),
+            Column::new(
+                "attrs",
+                ColumnType::Struct(vec![
+                    StructField::new("code", ColumnType::Int32),
+                    StructField::new("http", ColumnType::map(ColumnType::list(ColumnType::Json))),
+                ]),
+            ),
+        ])
+        .unwrap();
+        let body = b"[1, {\"b\": 0.10, \"a\": \"2.5\", \"n\": null}, {\"http\": {\"s\": [{\"x\": [1]}, 2, null]}}]\n\
+                     [2, {}, [7, {}]]";
+        assert_eq!(
+            decode_json(&schema, format, body),
+            Ok(serde_json::json!([
+                {"id": 1, "labels": {"b": 0.1, "a": 2.5, "n": null},
+                 "attrs": {"code": null, "http": {"s": ["{\"x\": [1]}", "2", null]}}},
+                {"id": 2, "labels": {}, "attrs": {"code": 7, "http": {}}},
+            ]))
+        );
+    }
+
+    #[test]
+    fn json_that_does_not_fit_a_nested_column_is_named_by_its_way() {
+        let format = InputFormat::JsonCompactEachRow(Header::None);
+        for (body, says) in [
+            (
+                "[1, [], [1, []], [[1, \"x\"]]]",
+                "row 1, column 'grid[0][1]': 'x' is not a whole number",
+            ),
+            (
+                "[1, [], {\"code\": 1, \"nope\": 2}, []]",
+                "row 1, column 'pair': the struct has no field 'nope' (it has: code, tags)",
+            ),
+            (
+                "[1, [], {\"code\": 1, \"code\": 2}, []]",
+                "row 1, column 'pair': the object gives the field 'code' twice",
+            ),
+            (
+                "[1, [], [1], []]",
+                "row 1, column 'pair': an array of 1 values is not a struct of 2 fields",
+            ),
+            (
+                "[1, {\"a\": 1}, [1, []], []]",
+                "row 1, column 'tags': {\"a\": 1} is not an array",
+            ),
+            (
+                "[1, [[\"a\"]], [1, []], []]",
+                "row 1, column 'tags[0]': a value is an array or an object; only a json, list, \
+                 struct or map column holds one",
+            ),
+            (
+                "[1, [], [1, [2]], []]",
+                "row 1, column 'pair.tags[0]': the number 2 is not a string",
+            ),
+        ] {
+            let error = decode_json(&nested_table(), format, body.as_bytes()).unwrap_err();
+            assert_eq!(error, says, "{body}");
         }
     }
 }

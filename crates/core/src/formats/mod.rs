@@ -7,8 +7,15 @@
 //! Each file imports only from the ones above it.
 //!
 //! - `text`: values written as text, read as ClickHouse's text formats write them.
-//! - `columns`: the table's columns built a row at a time, each value converted with a range
-//!   check; what a row leaves out is null, or refused when required.
+//! - `value`: one value from a body, and its conversion into each column type with a range
+//!   check.
+//! - `builder`: a column's Arrow builder, a tree that mirrors its type for `list`, `struct` and
+//!   `map`; and `Unfit`, why a value does not fit and the way to it inside a nested value.
+//! - `quoted`: nested values in ClickHouse's text form (`[1,NULL]`, `(1,'a')`, `{'k':1}`).
+//! - `columns`: the table's columns built a row at a time; what a row leaves out is null, or
+//!   refused when required.
+//! - `fit`: whether a binary format's column type can go into a table's column at all.
+//! - `typename`: ClickHouse type names taken apart, for the binary formats' parsers of types.
 //! - `wire`: ClickHouse types as binary bodies declare them, and their `RowBinary` layout.
 //! - `rowbinary`, `separated` (`TabSeparated` and `CSV`), `values`, `compact` (JSON arrays),
 //!   `strings` (JSON objects of strings), `native` (ClickHouse's blocks of columns): one decoder
@@ -18,13 +25,18 @@
 //! JSON arrays, but no crate reads ClickHouse's `RowBinary`, its `TabSeparated` escapes or its
 //! `Values` literals into Arrow. ARCHITECTURE.md says why `Native` is read by hand too.
 
+mod builder;
 mod columns;
 mod compact;
+mod fit;
 mod native;
+mod quoted;
 mod rowbinary;
 mod separated;
 mod strings;
 pub(crate) mod text;
+mod typename;
+mod value;
 mod values;
 mod wire;
 
@@ -148,7 +160,7 @@ pub(crate) mod tests_support {
 
     use crate::error::DecodeError;
     use crate::options::{DecodeOptions, InputFormat};
-    use crate::schema::{Column, ColumnType, TableSchema};
+    use crate::schema::{Column, ColumnType, StructField, TableSchema};
 
     /// A table of the newer types: `d decimal(10, 2)`, `u uuid`, `j json`, all nullable.
     pub(crate) fn newer_types() -> TableSchema {
@@ -213,5 +225,68 @@ pub(crate) mod tests_support {
             csv_delimiter: Some(delimiter),
             ..options_for(listed, skip_unknown_fields)
         }
+    }
+
+    /// ClickHouse 18.16.1's table `v (id Int64, tags Array(Nullable(String)), pair Tuple(code
+    /// Nullable(Int32), tags Array(Nullable(String))), grid Array(Array(Nullable(Int64))))` in
+    /// sluice: the types `DESCRIBE TABLE` announces for it are the ones `v` has.
+    pub(crate) fn nested_table() -> TableSchema {
+        let strings = || ColumnType::list(ColumnType::String);
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("tags", strings()),
+            Column::new(
+                "pair",
+                ColumnType::Struct(vec![
+                    StructField::new("code", ColumnType::Int32),
+                    StructField::new("tags", strings()),
+                ]),
+            ),
+            Column::new(
+                "grid",
+                ColumnType::list(ColumnType::list(ColumnType::Int64)),
+            ),
+        ])
+        .unwrap()
+    }
+
+    /// The rows of [`nested_table`] that the tests' bodies hold, as ClickHouse 18.16.1 answered
+    /// them for `INSERT INTO v VALUES (1, ['a', NULL, 'it''s\ttab'], (200, ['x']), [[1, NULL],
+    /// [], [-3]]), (2, [], (NULL, []), [])`, as JSON.
+    pub(crate) fn nested_rows() -> serde_json::Value {
+        serde_json::json!([
+            {"id": 1, "tags": ["a", null, "it's\ttab"], "pair": {"code": 200, "tags": ["x"]},
+             "grid": [[1, null], [], [-3]]},
+            {"id": 2, "tags": [], "pair": {"code": null, "tags": []}, "grid": []},
+        ])
+    }
+
+    /// `body` in `format` decoded into `schema` as the door decodes it, as JSON rows with every
+    /// null written out; the error as text.
+    pub(crate) fn decode_json(
+        schema: &TableSchema,
+        format: InputFormat,
+        body: &[u8],
+    ) -> Result<serde_json::Value, String> {
+        let options = DecodeOptions {
+            format,
+            ..DecodeOptions::default()
+        };
+        let batch = super::decode(schema, body, &options).map_err(|e| e.to_string())?;
+        Ok(rows_json(&batch))
+    }
+
+    /// A batch's rows as JSON, every null written out.
+    pub(crate) fn rows_json(batch: &RecordBatch) -> serde_json::Value {
+        let mut writer = arrow::json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, arrow::json::writer::JsonArray>(Vec::new());
+        writer.write(batch).unwrap();
+        writer.finish().unwrap();
+        let text = writer.into_inner();
+        if text.is_empty() {
+            return serde_json::json!([]);
+        }
+        serde_json::from_slice(&text).unwrap()
     }
 }

@@ -5,15 +5,23 @@
 //! into the table's; without, as the type `DESCRIBE TABLE` announces for the column. A header
 //! type that can never go into its column (a UUID into a decimal, say) is refused before any
 //! row is read.
+//!
+//! An `Array`, `Tuple` or `Map` goes into a `list`, `struct` or `map` column of the same
+//! structure ([`super::fit`]), read value by value straight into its builder. An unknown column
+//! of any type is skipped when the header says its type.
 
 use arrow::array::RecordBatch;
 
-use super::columns::{Columns, Value, can_take};
+use super::builder::{Builder, MapBuilder, Step, Unfit};
+use super::columns::Columns;
+use super::fit::fits;
+use super::quoted;
+use super::value::{Value, to_text};
 use super::wire::{Input, WireType};
 use super::{Header, at_row, body_columns};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
-use crate::schema::TableSchema;
+use crate::schema::{ColumnType, TableSchema};
 
 /// The header's names and, when it has them, types: as written, and parsed.
 struct Declared {
@@ -101,7 +109,7 @@ fn check_fit(
         let Some(target) = columns.target_type(index) else {
             continue;
         };
-        if !can_take(target, ty.kind()) {
+        if !fits(ty, target) {
             return Err(DecodeError::new(
                 None,
                 Some(name.clone()),
@@ -151,9 +159,21 @@ pub(crate) fn decode(
     while !input.is_empty() {
         let row = columns.rows() + 1;
         for (index, (ty, name)) in types.iter().zip(&names).enumerate() {
-            let value = ty.read(&mut input).map_err(|message| {
-                at_row(row, DecodeError::new(None, Some(name.clone()), message))
-            })?;
+            let at =
+                |message: String| at_row(row, DecodeError::new(None, Some(name.clone()), message));
+            if is_nested(ty) {
+                let read = |builder: &mut Builder, target: &ColumnType| {
+                    read_into(ty, &mut input, target, builder)
+                };
+                if !columns
+                    .put_nested(index, read)
+                    .map_err(|e| at_row(row, e))?
+                {
+                    skip(ty, &mut input).map_err(at)?;
+                }
+                continue;
+            }
+            let value = ty.read(&mut input).map_err(at)?;
             put(&mut columns, index, value, row)?;
         }
         columns.end_row().map_err(|e| at_row(row, e))?;
@@ -170,6 +190,93 @@ fn put(
     columns.put(index, value).map_err(|e| at_row(row, e))
 }
 
+/// Whether a value of `ty` is an array, tuple or map, which goes into its builder whole.
+fn is_nested(ty: &WireType) -> bool {
+    matches!(
+        ty,
+        WireType::Array(_) | WireType::Tuple(_) | WireType::Map(..)
+    )
+}
+
+/// Reads one value of `ty` into `builder`, of the table's type `target`, which [`fits`] has
+/// found `ty` fits. The recursion follows the header's type, whose depth is bounded.
+fn read_into(
+    ty: &WireType,
+    input: &mut Input<'_>,
+    target: &ColumnType,
+    builder: &mut Builder,
+) -> Result<(), Unfit> {
+    match (ty, target, builder) {
+        (WireType::Array(element), ColumnType::List(target), Builder::List(list)) => {
+            for index in 0..input.count()? {
+                read_into(element, input, target, list.element())
+                    .map_err(|e| e.at(Step::Element(index)))?;
+            }
+            list.close().map_err(Unfit::new)
+        }
+        (WireType::Map(key, value), ColumnType::Map(target), Builder::Map(map)) => {
+            read_entries((key, value), input, target, map)
+        }
+        (WireType::Array(entry), ColumnType::Map(target), Builder::Map(map)) => match &**entry {
+            WireType::Tuple(pair) => match &pair[..] {
+                [(_, key), (_, value)] => read_entries((key, value), input, target, map),
+                _ => Err(Unfit::new(format!("a tuple does not go into {target}"))),
+            },
+            _ => Err(Unfit::new(format!("an array does not go into {target}"))),
+        },
+        (WireType::Tuple(elements), ColumnType::Struct(fields), Builder::Struct(record))
+            if elements.len() == fields.len() =>
+        {
+            for (index, ((_, element), field)) in elements.iter().zip(fields).enumerate() {
+                read_into(element, input, &field.ty, record.child(index))
+                    .map_err(|e| e.at(Step::Field(field.name.clone())))?;
+            }
+            record.close(1);
+            Ok(())
+        }
+        (ty, target, builder) => {
+            let value = ty.read(input)?;
+            quoted::push(builder, target, value)
+        }
+    }
+}
+
+/// A map's entries: their count, then a key and a value each.
+fn read_entries(
+    (key, value): (&WireType, &WireType),
+    input: &mut Input<'_>,
+    target: &ColumnType,
+    map: &mut MapBuilder,
+) -> Result<(), Unfit> {
+    for _ in 0..input.count()? {
+        let text = match key.read(input)? {
+            Value::Null => return Err(Unfit::new("a map's key is null; keys are strings")),
+            other => to_text(other)?.into_owned(),
+        };
+        map.keys().append_value(&text);
+        read_into(value, input, target, map.values()).map_err(|e| e.at(Step::Key(text)))?;
+    }
+    map.close().map_err(Unfit::new)
+}
+
+/// Moves past one value of `ty`, of a column the insert skips.
+fn skip(ty: &WireType, input: &mut Input<'_>) -> Result<(), String> {
+    match ty {
+        WireType::Array(element) => (0..input.count()?).try_for_each(|_| skip(element, input)),
+        WireType::Map(key, value) => (0..input.count()?).try_for_each(|_| {
+            skip(key, input)?;
+            skip(value, input)
+        }),
+        WireType::Tuple(elements) => elements.iter().try_for_each(|(_, e)| skip(e, input)),
+        WireType::Nullable(inner) => match input.byte()? {
+            0 => skip(inner, input),
+            1 => Ok(()),
+            other => Err(format!("a Nullable flag must be 0 or 1, not {other}")),
+        },
+        other => other.read(input).map(drop),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arrow::array::{Array, AsArray};
@@ -177,7 +284,8 @@ mod tests {
 
     use super::*;
     use crate::formats::tests_support::*;
-    use crate::schema::{Column, ColumnType};
+    use crate::options::InputFormat;
+    use crate::schema::{Column, StructField};
 
     fn schema() -> TableSchema {
         TableSchema::new(vec![
@@ -425,5 +533,254 @@ mod tests {
                 (ColumnType::Int64, false)
             ]
         );
+    }
+
+    /// What ClickHouse 18.16.1 answered for `SELECT * FROM v ORDER BY id FORMAT RowBinary`, `v`
+    /// being [`nested_table`]'s and holding [`nested_rows`].
+    const CLICKHOUSE_NESTED: [u8; 67] = [
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x01, 0x61, 0x01, 0x00, 0x08,
+        0x69, 0x74, 0x27, 0x73, 0x09, 0x74, 0x61, 0x62, 0x00, 0xc8, 0x00, 0x00, 0x00, 0x01, 0x00,
+        0x01, 0x78, 0x03, 0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+        0x01, 0x00, 0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn arrays_and_tuples_in_clickhouses_own_layout() {
+        let rows = decode_json(
+            &nested_table(),
+            InputFormat::RowBinary(Header::None),
+            &CLICKHOUSE_NESTED,
+        );
+        assert_eq!(rows, Ok(nested_rows()));
+    }
+
+    /// A header of `columns`' names and types, then `rows`.
+    fn header(columns: &[(&str, &str)], rows: &[u8]) -> Vec<u8> {
+        let mut body = vec![columns.len() as u8];
+        columns.iter().for_each(|(name, _)| string(&mut body, name));
+        columns.iter().for_each(|(_, ty)| string(&mut body, ty));
+        body.extend_from_slice(rows);
+        body
+    }
+
+    /// `id int64`, `labels map<string, float64>`, `attrs struct<code: int32, http: map<string,
+    /// list<int64>>>`.
+    fn map_table() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("labels", ColumnType::map(ColumnType::Float64)),
+            Column::new(
+                "attrs",
+                ColumnType::Struct(vec![
+                    StructField::new("code", ColumnType::Int32),
+                    StructField::new("http", ColumnType::map(ColumnType::list(ColumnType::Int64))),
+                ]),
+            ),
+        ])
+        .unwrap()
+    }
+
+    /// Two rows of [`map_table`] laid out as ClickHouse's `SerializationMap` writes a map in
+    /// `RowBinary`: the entries' count, then each key and value. Each row also has an `extra`
+    /// column of `Map(String, Array(Tuple(String, UInt8)))`, which the table lacks.
+    fn map_rows() -> Vec<u8> {
+        let mut rows = 1_i64.to_le_bytes().to_vec();
+        rows.push(2);
+        string(&mut rows, "a");
+        rows.push(0);
+        rows.extend_from_slice(&1.5_f64.to_le_bytes());
+        string(&mut rows, "b");
+        rows.push(1);
+        rows.push(0);
+        rows.extend_from_slice(&7_i32.to_le_bytes());
+        rows.push(1);
+        string(&mut rows, "s");
+        rows.push(2);
+        rows.push(0);
+        rows.extend_from_slice(&200_i64.to_le_bytes());
+        rows.push(1);
+        rows.extend_from_slice(&[1, 1, b'k', 1, 1, b'x', 9]);
+        rows.extend_from_slice(&2_i64.to_le_bytes());
+        rows.extend_from_slice(&[0, 1, 0, 0]);
+        rows
+    }
+
+    const MAP_TYPES: [(&str, &str); 4] = [
+        ("id", "Int64"),
+        ("labels", "Map(LowCardinality(String), Nullable(Float64))"),
+        (
+            "attrs",
+            "Tuple(code Nullable(Int32), http Map(String, Array(Nullable(Int64))))",
+        ),
+        ("extra", "Map(String, Array(Tuple(String, UInt8)))"),
+    ];
+
+    #[test]
+    fn maps_nested_in_tuples_and_unknown_nested_columns_skipped() {
+        let body = header(&MAP_TYPES, &map_rows());
+        let options = options_for(None, true);
+        let batch = decode(&map_table(), &body, Header::NamesAndTypes, &options).unwrap();
+        assert_eq!(
+            rows_json(&batch),
+            serde_json::json!([
+                {"id": 1, "labels": {"a": 1.5, "b": null},
+                 "attrs": {"code": 7, "http": {"s": [200, null]}}},
+                {"id": 2, "labels": {}, "attrs": {"code": null, "http": {}}},
+            ])
+        );
+        let refused = decode(
+            &map_table(),
+            &body,
+            Header::NamesAndTypes,
+            &options_for(None, false),
+        );
+        assert!(refused.unwrap_err().to_string().contains("'extra'"));
+    }
+
+    #[test]
+    fn a_nested_value_that_does_not_fit_is_named_by_its_way() {
+        let table = TableSchema::new(vec![
+            Column::new("tags", ColumnType::list(ColumnType::UInt8)),
+            Column::new("labels", ColumnType::map(ColumnType::UInt8)),
+        ])
+        .unwrap();
+        let types = [("tags", "Array(Int64)"), ("labels", "Map(String, Int64)")];
+        let mut rows = vec![1];
+        rows.extend_from_slice(&5_i64.to_le_bytes());
+        rows.extend_from_slice(&[1, 1, b'b']);
+        rows.extend_from_slice(&(-1_i64).to_le_bytes());
+        let read = |rows: &[u8]| {
+            decode(
+                &table,
+                &header(&types, rows),
+                Header::NamesAndTypes,
+                &options_for(None, false),
+            )
+        };
+        let error = read(&rows).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "row 1, column 'labels.b': -1 is out of range for uint8"
+        );
+        let mut rows = vec![2];
+        rows.extend_from_slice(&5_i64.to_le_bytes());
+        rows.extend_from_slice(&300_i64.to_le_bytes());
+        rows.push(0);
+        let error = read(&rows).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "row 1, column 'tags[1]': 300 is out of range for uint8"
+        );
+        let error = read(&[100, 1, 0]).unwrap_err().to_string();
+        assert!(
+            error.starts_with("row 1, column 'tags': 100 values, and the body ends 2 bytes"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_header_of_another_structure_is_refused_before_any_row() {
+        for (ty, says) in [
+            (
+                "Tuple(Int32)",
+                "a Tuple(Int32) value does not go into the table's struct<code: int32, tags: \
+                 list<string>> column",
+            ),
+            ("Array(UUID)", "a Array(UUID) value"),
+            ("Map(UInt64, String)", "a Map(UInt64, String) value"),
+            ("Nullable(Array(String))", "a Nullable(Array(String)) value"),
+            ("Array(String)", "does not go into the table's struct"),
+        ] {
+            let body = header(&[("id", "Int64"), ("pair", ty)], &[]);
+            let error = decode(
+                &nested_table(),
+                &body,
+                Header::NamesAndTypes,
+                &options_for(None, false),
+            )
+            .unwrap_err();
+            assert_eq!(error.field.as_deref(), Some("pair"), "{ty}");
+            assert!(
+                error.message.starts_with("header: ") && error.message.contains(says),
+                "{ty}: {error}"
+            );
+        }
+        // The text form goes into any nested column, as a String column's value.
+        let mut rows = 3_i64.to_le_bytes().to_vec();
+        string(&mut rows, "(5, ['y', NULL])");
+        let body = header(&[("id", "Int64"), ("pair", "String")], &rows);
+        let batch = decode(
+            &nested_table(),
+            &body,
+            Header::NamesAndTypes,
+            &options_for(None, false),
+        )
+        .unwrap();
+        assert_eq!(
+            rows_json(&batch)[0]["pair"],
+            serde_json::json!({"code": 5, "tags": ["y", null]})
+        );
+    }
+
+    #[test]
+    fn a_header_of_nested_types_makes_nested_columns() {
+        let columns = [
+            ("a", "Array(Nullable(String))"),
+            (
+                "t",
+                "Tuple(code LowCardinality(Int32), `http.status` Map(String, UInt16))",
+            ),
+            ("u", "Tuple(String, Array(DateTime64(3, 'UTC')))"),
+            (
+                "m",
+                "Map(LowCardinality(String), Array(Nullable(Decimal(10, 2))))",
+            ),
+            ("j", "JSON"),
+            ("o", "Object('json')"),
+            ("n", "Nullable(JSON)"),
+        ];
+        let schema = declared_columns(&header(&columns, &[]))
+            .and_then(super::super::columns_of)
+            .unwrap();
+        let types: Vec<(String, bool)> = schema
+            .columns()
+            .iter()
+            .map(|c| (c.ty.name().into_owned(), c.nullable))
+            .collect();
+        let expected = [
+            ("list<string>", false),
+            (
+                "struct<code: int32, `http.status`: map<string, uint16>>",
+                false,
+            ),
+            ("struct<`1`: string, `2`: list<timestamp>>", false),
+            ("map<string, list<decimal(10, 2)>>", false),
+            ("json", false),
+            ("json", false),
+            ("json", true),
+        ];
+        let expected: Vec<(String, bool)> = expected
+            .iter()
+            .map(|(t, n)| ((*t).to_owned(), *n))
+            .collect();
+        assert_eq!(types, expected);
+        for (ty, says) in [
+            ("Map(UInt64, String)", "string keys"),
+            ("Tuple(a UInt8, a String)", "names 'a' twice"),
+            ("FixedString(0)", "size of 1 or more"),
+        ] {
+            let error = declared_columns(&header(&[("c", ty)], &[]))
+                .and_then(super::super::columns_of)
+                .unwrap_err();
+            assert!(error.to_string().contains(says), "{ty}: {error}");
+        }
+        let deep = format!("{}UInt8{}", "Array(".repeat(17), ")".repeat(17));
+        let error = declared_columns(&header(&[("c", &deep)], &[]))
+            .and_then(super::super::columns_of)
+            .unwrap_err();
+        assert!(error.to_string().contains("at most 16 levels"), "{error}");
+        let deeper = format!("{}UInt8{}", "Array(".repeat(60), ")".repeat(60));
+        assert!(WireType::parse(&deeper).unwrap_err().contains("deeper"));
     }
 }

@@ -4,12 +4,21 @@
 //! `TabSeparated` escapes instead of quoting: `\t`, `\n`, `\\` and the like inside a value, and
 //! `\N` alone for null. CSV quotes with `"` (doubled inside), and takes `\N` for null; an empty
 //! value is null in a column that is not a string, as ClickHouse reads it as the default.
+//!
+//! A `list`, `struct` or `map` value is its ClickHouse text form ([`super::quoted`]): in
+//! `TabSeparated` as it is, without `TabSeparated`'s escapes, since its quoted strings escape
+//! themselves, and in CSV inside a CSV value. A `struct` in CSV is one value per field, its
+//! fields' structs spread out too, as ClickHouse writes and reads a `Tuple` in CSV.
 
 use std::borrow::Cow;
 
 use arrow::array::RecordBatch;
 
-use super::columns::{Columns, Value};
+use super::builder::{Builder, Step, Unfit};
+use super::columns::Columns;
+use super::quoted;
+use super::value::Value;
+use super::wire::WireType;
 use super::{Header, body_columns, pair};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
@@ -32,10 +41,17 @@ pub(crate) fn decode_tsv(
     for (line, text) in lines {
         let at = |e: DecodeError| at_line(line, e);
         let fields: Vec<&str> = text.split('\t').collect();
-        check_width(fields.len(), columns.width()).map_err(at)?;
+        check_width(fields.len(), columns.width(), columns.width()).map_err(at)?;
         for (index, field) in fields.into_iter().enumerate() {
             if field == "\\N" {
                 columns.put(index, Value::Null).map_err(at)?;
+                continue;
+            }
+            if columns
+                .target_type(index)
+                .is_some_and(ColumnType::is_nested)
+            {
+                columns.put(index, Value::Text(field)).map_err(at)?;
                 continue;
             }
             let value = unescape(field).map_err(|e| at(DecodeError::new(None, None, e)))?;
@@ -163,29 +179,99 @@ pub(crate) fn decode_csv(
     let listed = options.columns.as_deref();
     let delimiter = options.csv_delimiter.unwrap_or(b',');
     let mut records = csv_reader(body, delimiter).into_byte_records();
-    let names = match header {
-        Header::None => body_columns(schema, listed),
+    let (names, types) = match header {
+        Header::None => (body_columns(schema, listed), None),
         _ => csv_header(&mut records, header)?,
     };
     let mut columns = Columns::new(schema, &names, options)?;
+    let spans = csv_spans(&columns, types.as_deref());
+    let width: usize = spans.iter().sum();
     for record in records {
         let (line, record) = csv_record(record)?;
         let at = |e: DecodeError| at_line(line, e);
-        check_width(record.len(), columns.width()).map_err(at)?;
-        for (index, field) in record.iter().enumerate() {
-            let text = std::str::from_utf8(field).map_err(|_| {
-                at(DecodeError::new(
-                    None,
-                    None,
-                    "the text is not valid UTF-8".to_owned(),
-                ))
+        check_width(record.len(), width, columns.width()).map_err(at)?;
+        let texts = record
+            .iter()
+            .map(std::str::from_utf8)
+            .collect::<Result<Vec<&str>, _>>()
+            .map_err(|_| {
+                let e = "the text is not valid UTF-8".to_owned();
+                at(DecodeError::new(None, None, e))
             })?;
+        let mut fields = texts.into_iter();
+        for (index, span) in spans.iter().enumerate() {
+            if columns.target_type(index).is_some_and(is_struct) {
+                let read =
+                    |builder: &mut Builder, ty: &ColumnType| csv_struct(builder, ty, &mut fields);
+                columns.put_nested(index, read).map_err(at)?;
+                continue;
+            }
+            let mut field = fields.by_ref().take(*span);
+            let text = field.next().unwrap_or_default();
+            field.for_each(drop);
             let value = csv_value(text, columns.target_type(index));
             columns.put(index, value).map_err(at)?;
         }
         columns.end_row().map_err(at)?;
     }
     columns.finish()
+}
+
+fn is_struct(ty: &ColumnType) -> bool {
+    matches!(ty, ColumnType::Struct(_))
+}
+
+/// How many CSV values each of the body's columns takes: one, or for a struct one per field,
+/// its fields' structs spread out too. An unknown column takes as many as its type in the
+/// header says, or one.
+fn csv_spans(columns: &Columns<'_>, types: Option<&[String]>) -> Vec<usize> {
+    (0..columns.width())
+        .map(|index| match columns.target_type(index) {
+            Some(ty) => struct_width(ty),
+            None => types
+                .and_then(|types| types.get(index))
+                .and_then(|ty| WireType::parse(ty).ok())
+                .map_or(1, |ty| tuple_width(&ty)),
+        })
+        .collect()
+}
+
+fn struct_width(ty: &ColumnType) -> usize {
+    match ty {
+        ColumnType::Struct(fields) => fields.iter().map(|f| struct_width(&f.ty)).sum(),
+        _ => 1,
+    }
+}
+
+fn tuple_width(ty: &WireType) -> usize {
+    match ty {
+        WireType::Tuple(elements) => elements.iter().map(|(_, ty)| tuple_width(ty)).sum(),
+        _ => 1,
+    }
+}
+
+/// A struct spread over CSV values, one per field, taken from `fields`.
+fn csv_struct<'a>(
+    builder: &mut Builder,
+    ty: &ColumnType,
+    fields: &mut impl Iterator<Item = &'a str>,
+) -> Result<(), Unfit> {
+    let (ColumnType::Struct(members), Builder::Struct(record)) = (ty, builder) else {
+        return Err(Unfit::new(format!("{ty} is not a struct")));
+    };
+    for (index, member) in members.iter().enumerate() {
+        let child = record.child(index);
+        let read = match &member.ty {
+            ColumnType::Struct(_) => csv_struct(child, &member.ty, fields),
+            ty => {
+                let text = fields.next().unwrap_or_default();
+                quoted::push(child, ty, csv_value(text, Some(ty)))
+            }
+        };
+        read.map_err(|e| e.at(Step::Field(member.name.clone())))?;
+    }
+    record.close(1);
+    Ok(())
 }
 
 fn csv_reader(body: &[u8], delimiter: u8) -> csv::Reader<&[u8]> {
@@ -216,21 +302,24 @@ fn csv_value<'a>(text: &'a str, ty: Option<&ColumnType>) -> Value<'a> {
     }
 }
 
+/// The header's names, and its types when it has them.
 fn csv_header(
     records: &mut csv::ByteRecordsIntoIter<&[u8]>,
     header: Header,
-) -> Result<Vec<String>, DecodeError> {
+) -> Result<(Vec<String>, Option<Vec<String>>), DecodeError> {
     let Some(record) = records.next() else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     };
     let (line, names) = csv_record(record)?;
     let names = utf8_fields(&names).map_err(|e| at_line(line, e))?;
+    let mut types = None;
     if header == Header::NamesAndTypes
-        && let Some(types) = records.next()
+        && let Some(record) = records.next()
     {
-        csv_record(types)?;
+        let (line, record) = csv_record(record)?;
+        types = Some(utf8_fields(&record).map_err(|e| at_line(line, e))?);
     }
-    Ok(names)
+    Ok((names, types))
 }
 
 fn utf8_fields(record: &csv::ByteRecord) -> Result<Vec<String>, DecodeError> {
@@ -266,15 +355,20 @@ pub(crate) fn declared_csv_columns(
     pair(names, types)
 }
 
-fn check_width(fields: usize, width: usize) -> Result<(), DecodeError> {
+/// Refuses a row of other than `width` values, for an insert of `columns` columns.
+fn check_width(fields: usize, width: usize, columns: usize) -> Result<(), DecodeError> {
     if fields == width {
         return Ok(());
     }
-    Err(DecodeError::new(
-        None,
-        None,
-        format!("the row has {fields} values, and the insert has {width} columns"),
-    ))
+    let message = if width == columns {
+        format!("the row has {fields} values, and the insert has {width} columns")
+    } else {
+        format!(
+            "the row has {fields} values, and the insert's {columns} columns take {width}, \
+             a value per field of a struct"
+        )
+    };
+    Err(DecodeError::new(None, None, message))
 }
 
 /// `error`, placed at line `line` of the body.
@@ -496,5 +590,120 @@ mod tests {
         let tsv = declared_tsv_columns(b"d\nDecimal(39, 2)\n").unwrap();
         let error = crate::formats::columns_of(tsv).unwrap_err().to_string();
         assert!(error.contains("38"), "{error}");
+    }
+
+    /// What ClickHouse 18.16.1 answered for `SELECT * FROM v ORDER BY id FORMAT TSV`, `v` being
+    /// [`nested_table`]'s and holding [`nested_rows`]: each value in its text form, its strings
+    /// quoted and escaped by the quoting's rules, not `TabSeparated`'s.
+    const CLICKHOUSE_TSV: &str = "1\t['a',NULL,'it\\'s\\ttab']\t(200,['x'])\t[[1,NULL],[],[-3]]\n\
+                                  2\t[]\t(NULL,[])\t[]\n";
+
+    /// The same rows as ClickHouse 18.16.1 answered them in `CSV`: the tuple spread over a value
+    /// per element.
+    const CLICKHOUSE_CSV: &str = "1,\"['a',NULL,'it\\'s\\ttab']\",200,\"['x']\",\"[[1,NULL],[],[-3]]\"\n\
+                                  2,\"[]\",\\N,\"[]\",\"[]\"\n";
+
+    #[test]
+    fn nested_values_in_clickhouses_own_text() {
+        let table = nested_table();
+        let tsv = InputFormat::TabSeparated(Header::None);
+        assert_eq!(
+            decode_json(&table, tsv, CLICKHOUSE_TSV.as_bytes()),
+            Ok(nested_rows())
+        );
+        let csv = InputFormat::Csv(Header::None);
+        assert_eq!(
+            decode_json(&table, csv, CLICKHOUSE_CSV.as_bytes()),
+            Ok(nested_rows())
+        );
+        // 18.16's `TSVWithNamesAndTypes` and `CSVWithNames` headers of `v`.
+        let types = "Int64\tArray(Nullable(String))\tTuple(code Nullable(Int32), tags \
+                     Array(Nullable(String)))\tArray(Array(Nullable(Int64)))";
+        let body = format!("id\ttags\tpair\tgrid\n{types}\n{CLICKHOUSE_TSV}");
+        let with_types = InputFormat::TabSeparated(Header::NamesAndTypes);
+        assert_eq!(
+            decode_json(&table, with_types, body.as_bytes()),
+            Ok(nested_rows())
+        );
+        let declared = declared_tsv_columns(body.as_bytes()).unwrap();
+        let inferred = crate::formats::columns_of(declared).unwrap();
+        let columns: Vec<_> = inferred.columns().iter().map(|c| c.ty.clone()).collect();
+        let expected: Vec<_> = table.columns().iter().map(|c| c.ty.clone()).collect();
+        assert_eq!(columns, expected);
+        let body = format!("\"id\",\"tags\",\"pair\",\"grid\"\n{CLICKHOUSE_CSV}");
+        let with_names = InputFormat::Csv(Header::Names);
+        assert_eq!(
+            decode_json(&table, with_names, body.as_bytes()),
+            Ok(nested_rows())
+        );
+    }
+
+    #[test]
+    fn csv_skips_an_unknown_tuple_by_the_width_its_header_type_gives() {
+        let body = "id,extra,grid\nInt64,\"Tuple(a UInt8, b Tuple(String, UInt8))\",\
+                    Array(Array(Int64))\n5,1,x,2,\"[[7]]\"\n";
+        let batch = decode_csv(
+            &nested_table(),
+            body.as_bytes(),
+            Header::NamesAndTypes,
+            &csv_options(b',', None, true),
+        )
+        .unwrap();
+        let rows = rows_json(&batch);
+        assert_eq!(rows[0]["grid"], serde_json::json!([[7]]));
+        assert_eq!(rows[0]["pair"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_nested_value_that_does_not_fit_is_named_by_its_line_and_its_way() {
+        let table = nested_table();
+        let tsv = |body: &str| {
+            decode_json(
+                &table,
+                InputFormat::TabSeparated(Header::None),
+                body.as_bytes(),
+            )
+            .unwrap_err()
+        };
+        for (body, says) in [
+            (
+                "1\t[]\t(1,[])\t[[1,'x']]\n",
+                "line 1, column 'grid[0][1]': 'x' is not a whole number",
+            ),
+            (
+                "1\t[]\t(1,[])\t[]\n2\t['a'\t(1,[])\t[]\n",
+                "line 2, column 'tags': the text ends where ',' or ']' comes next",
+            ),
+            (
+                "1\t[]\t(1)\t[]\n",
+                "line 1, column 'pair': unexpected ')' at byte 3 where ',' separates a \
+                 tuple's values",
+            ),
+            (
+                "1\t[]\t('a',[])\t[]\n",
+                "line 1, column 'pair.code': 'a' is not a whole number",
+            ),
+            (
+                "1\t[] x\t(1,[])\t[]\n",
+                "line 1, column 'tags': unexpected 'x' at byte 4 after the value",
+            ),
+            (
+                "1\t[]\t(1,['a','b\\'])\t[]\n",
+                "line 1, column 'pair.tags[1]': the string at byte 9 is not closed",
+            ),
+        ] {
+            assert_eq!(tsv(body), says, "{body:?}");
+        }
+        let error = decode_json(
+            &table,
+            InputFormat::Csv(Header::None),
+            b"1,\"[]\",\"(1,[])\",\"[]\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "line 1: the row has 4 values, and the insert's 4 columns take 5, a value per \
+             field of a struct"
+        );
     }
 }

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use arrow::array::RecordBatch;
 
-use super::columns::{Columns, Value};
+use super::columns::Columns;
+use super::value::Value;
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
 use crate::json::frame::{self, Row};

@@ -1,11 +1,15 @@
 //! `Values`: rows as SQL tuples, `(1, 'a', NULL), (2, 'b\'s', 3.5)`, as `INSERT ... VALUES`
-//! writes them. Only literals are taken: numbers, quoted strings, `NULL`, `true` and `false`.
-//! A number for a `decimal` column is read from its digits, never through a float.
+//! writes them. Only literals are taken: numbers, quoted strings, `NULL`, `true` and `false`,
+//! and for a `list`, `struct` or `map` column an array `[1, 2]`, a tuple `(1, 'a')` or a map
+//! `{'k': 1}` of literals ([`super::quoted`]). A number for a `decimal` column is read from its
+//! digits, never through a float.
 
 use arrow::array::RecordBatch;
 
-use super::columns::{Columns, Value};
+use super::columns::Columns;
+use super::quoted;
 use super::text::{self, Int};
+use super::value::Value;
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
@@ -41,7 +45,7 @@ pub(crate) fn decode(
             return Err(at(parser.unexpected("after ';'")));
         }
         parser.expect(b'(').map_err(at)?;
-        tuple(&mut parser, &mut columns, row)?;
+        tuple(&mut parser, &mut columns, &names, row)?;
         columns.end_row().map_err(|e| at_row(row, e))?;
     }
     columns.finish()
@@ -51,6 +55,7 @@ pub(crate) fn decode(
 fn tuple(
     parser: &mut Parser<'_>,
     columns: &mut Columns<'_>,
+    names: &[String],
     row: usize,
 ) -> Result<(), DecodeError> {
     let width = columns.width();
@@ -66,6 +71,15 @@ fn tuple(
                 _ => number(text),
             },
             Literal::Text(text) => Value::Text(text),
+            Literal::Nested(text) => match columns.target_type(index) {
+                Some(ty) if !ty.is_nested() => {
+                    let message =
+                        format!("an array, tuple or map does not go into the table's {ty} column");
+                    let name = names.get(index).cloned();
+                    return Err(at_row(row, DecodeError::new(None, name, message)));
+                }
+                _ => Value::Text(text),
+            },
         };
         columns.put(index, value).map_err(|e| at_row(row, e))?;
         parser.skip_space();
@@ -96,6 +110,8 @@ enum Literal<'a> {
     Bool(bool),
     Number(&'a str),
     Text(String),
+    /// An array, tuple or map, as written.
+    Nested(&'a str),
 }
 
 struct Parser<'a> {
@@ -141,6 +157,13 @@ impl<'a> Parser<'a> {
     fn literal(&mut self) -> Result<Literal<'a>, String> {
         match self.peek() {
             Some(b'\'') => self.quoted().map(Literal::Text),
+            Some(b'[' | b'(' | b'{') => {
+                let start = self.pos;
+                self.pos = quoted::value_end(self.body, start)?;
+                std::str::from_utf8(&self.body[start..self.pos])
+                    .map(Literal::Nested)
+                    .map_err(|_| format!("the value at byte {} is not UTF-8", start + 1))
+            }
             Some(b'-' | b'+' | b'.' | b'0'..=b'9') => Ok(Literal::Number(self.word())),
             Some(b) if b.is_ascii_alphabetic() => {
                 let start = self.pos;
@@ -319,5 +342,69 @@ mod tests {
             let error = decode_newer(InputFormat::Values, body.as_bytes()).unwrap_err();
             assert!(error.starts_with(says), "{body}: {error}");
         }
+    }
+
+    #[test]
+    fn arrays_tuples_and_maps_as_clickhouse_writes_them() {
+        // What ClickHouse 18.16.1 answered for `SELECT * FROM v ORDER BY id FORMAT Values`.
+        let body =
+            "(1,['a',NULL,'it\\'s\\ttab'],(200,['x']),[[1,NULL],[],[-3]]),(2,[],(NULL,[]),[])";
+        let rows = decode_json(&nested_table(), InputFormat::Values, body.as_bytes());
+        assert_eq!(rows, Ok(nested_rows()));
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new(
+                "labels",
+                ColumnType::map(ColumnType::list(ColumnType::Uuid)),
+            ),
+        ])
+        .unwrap();
+        let body = format!(
+            "(1, {{'a': ['{UUID_SENT}', NULL], 'b' : [], }}), (2, {{}}), (3, NULL),\n\
+             (4, {{ 'it''s' : NULL }})"
+        );
+        let rows = decode_json(&schema, InputFormat::Values, body.as_bytes()).unwrap();
+        assert_eq!(
+            rows,
+            serde_json::json!([
+                {"id": 1, "labels": {"a": [UUID_KEPT, null], "b": []}},
+                {"id": 2, "labels": {}},
+                {"id": 3, "labels": null},
+                {"id": 4, "labels": {"it's": null}},
+            ])
+        );
+    }
+
+    #[test]
+    fn nested_literals_go_only_into_nested_columns_and_unknown_ones_are_skipped() {
+        let error = decode(&schema(), b"(1, ['a'])", &options_for(None, false))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "row 1, column 'name': an array, tuple or map does not go into the table's string \
+             column"
+        );
+        let listed = ["id".to_owned(), "extra".to_owned(), "name".to_owned()];
+        let body = b"(1, [(1, ')'), {'k': [']']}], 'x')";
+        let batch = decode(&schema(), body, &options_for(Some(&listed), true)).unwrap();
+        assert_eq!(
+            rows_json(&batch),
+            serde_json::json!([{"id": 1, "name": "x"}])
+        );
+        let error = decode(&schema(), b"(1, ['a)", &options_for(Some(&listed), true))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(error, "row 1: the value at byte 5 has no closing bracket");
+        let error = decode_json(
+            &nested_table(),
+            InputFormat::Values,
+            b"(1, [], (1, [2]), [])",
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "row 1, column 'pair.tags[0]': 2 is not a quoted string"
+        );
     }
 }

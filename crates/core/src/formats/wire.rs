@@ -1,12 +1,19 @@
 //! ClickHouse types as a binary body declares them (`RowBinaryWithNamesAndTypes`), and how each
 //! is laid out in `RowBinary`.
 //!
+//! An `Array` is its length as a LEB128 number, then its elements; a `Map` the same with a key
+//! and a value per entry; a `Tuple` its elements one after the other; a `Nullable` a byte, 1 for
+//! null with nothing after it, 0 before the value (ClickHouse's `SerializationArray`,
+//! `SerializationMap`, `SerializationTuple` and `SerializationNullable`).
+//!
 //! The layouts `Native` shares are here too: a decimal is a little-endian signed integer of 4,
 //! 8, 16 or 32 bytes by its precision, and a UUID is two little-endian `UInt64` halves, the high
 //! half first (ClickHouse's `SerializationUUID` writes the `UInt128` that way).
 
-use super::columns::{Kind, Value};
-use crate::schema::ColumnType;
+use super::fit::{Layout, Shape};
+use super::typename::{MAX_NAME_DEPTH, split_args, tuple_element, wrapped};
+use super::value::{Kind, Value};
+use crate::schema::{ColumnType, MAX_TYPE_DEPTH, StructField, check_column_name};
 
 /// A ClickHouse type sluice reads from a binary body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,26 +46,67 @@ pub(crate) enum WireType {
     },
     /// Sixteen bytes: see [`uuid_from_bytes`].
     Uuid,
+    /// ClickHouse's `JSON` and `Object('json')`, which make a `json` column; sluice reads their
+    /// values as text only, from the text formats.
+    Json,
     Nullable(Box<WireType>),
+    Array(Box<WireType>),
+    /// The elements' names, when the tuple names them, and types.
+    Tuple(Vec<(Option<String>, WireType)>),
+    Map(Box<WireType>, Box<WireType>),
 }
 
 impl WireType {
     /// Parses a type name as ClickHouse writes it. `LowCardinality(T)` is laid out as `T` in
     /// `RowBinary`, so it reads as `T`.
     pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        Self::parse_at(name, 0)
+    }
+
+    fn parse_at(name: &str, depth: usize) -> Result<Self, String> {
+        if depth > MAX_NAME_DEPTH {
+            return Err(format!("types nest deeper than {MAX_NAME_DEPTH} levels"));
+        }
         let name = name.trim();
-        if let Some(inner) = wrapped(name, "Nullable") {
-            return Ok(Self::Nullable(Box::new(Self::parse(inner)?)));
+        let inner = |name: &str| Self::parse_at(name, depth + 1);
+        if let Some(args) = wrapped(name, "Nullable") {
+            return Ok(Self::Nullable(Box::new(inner(args)?)));
         }
-        if let Some(inner) = wrapped(name, "LowCardinality") {
-            return Self::parse(inner);
+        if let Some(args) = wrapped(name, "LowCardinality") {
+            return inner(args);
         }
+        if let Some(args) = wrapped(name, "Array") {
+            return Ok(Self::Array(Box::new(inner(args)?)));
+        }
+        if let Some(args) = wrapped(name, "Map") {
+            return match split_args(args)?[..] {
+                [key, value] => Ok(Self::Map(Box::new(inner(key)?), Box::new(inner(value)?))),
+                _ => Err(format!("Map takes a key and a value type, not '{args}'")),
+            };
+        }
+        if let Some(args) = wrapped(name, "Tuple") {
+            let elements = split_args(args)?
+                .into_iter()
+                .map(|element| {
+                    let (name, ty) = tuple_element(element)?;
+                    Ok((name, inner(ty)?))
+                })
+                .collect::<Result<_, String>>()?;
+            return Ok(Self::Tuple(elements));
+        }
+        Self::single(name)
+    }
+
+    /// A type that holds no other.
+    fn single(name: &str) -> Result<Self, String> {
         if let Some(args) = wrapped(name, "FixedString") {
-            let size = args
-                .trim()
-                .parse()
-                .map_err(|_| format!("FixedString needs a size, not '{args}'"))?;
-            return Ok(Self::FixedString(size));
+            // A value of no bytes would let an array claim any number of them.
+            return match args.trim().parse() {
+                Ok(size) if size > 0 => Ok(Self::FixedString(size)),
+                _ => Err(format!(
+                    "FixedString needs a size of 1 or more, not '{args}'"
+                )),
+            };
         }
         if name == "DateTime" || wrapped(name, "DateTime").is_some() {
             return Ok(Self::DateTime);
@@ -75,11 +123,15 @@ impl WireType {
                 )),
             };
         }
+        if name == "JSON" || wrapped(name, "JSON").is_some() || wrapped(name, "Object").is_some() {
+            return Ok(Self::Json);
+        }
         Self::simple(name).ok_or_else(|| {
             format!(
                 "sluice does not read ClickHouse type {name}; it reads Bool, Int8 to Int64, \
                  UInt8 to UInt64, Float32, Float64, Decimal, String, FixedString, Date, Date32, \
-                 DateTime, DateTime64, UUID, and Nullable or LowCardinality of those"
+                 DateTime, DateTime64, UUID, JSON, and Nullable, LowCardinality, Array, Tuple \
+                 and Map of those"
             )
         })
     }
@@ -105,10 +157,11 @@ impl WireType {
         })
     }
 
-    /// What a column of `ty` is sent as: the type `DESCRIBE TABLE` announces for it.
+    /// What a column of `ty` is sent as: the type `DESCRIBE TABLE` announces for it, which is
+    /// never `Nullable` of an array, tuple or map.
     pub(crate) fn of(ty: &ColumnType, nullable: bool) -> Self {
         let inner = Self::parse(&ty.clickhouse_name()).unwrap_or(Self::String);
-        if nullable {
+        if nullable && !ty.is_nested() {
             Self::Nullable(Box::new(inner))
         } else {
             inner
@@ -136,14 +189,52 @@ impl WireType {
             // At most 76 digits and a scale at most the precision, so the scale fits an i8.
             Self::Decimal { precision, scale } => ColumnType::decimal(*precision, *scale as i8)?,
             Self::Uuid => ColumnType::Uuid,
+            Self::Json => ColumnType::Json,
+            Self::Array(_) | Self::Tuple(_) | Self::Map(..) => self.nested_type()?,
         };
         Ok((ty, false))
     }
 
-    /// The kind of values this type gives, for [`super::columns::can_take`].
+    /// The `list`, `struct` or `map` a new table gets for an `Array`, `Tuple` or `Map`.
+    fn nested_type(&self) -> Result<ColumnType, String> {
+        let ty = match self {
+            Self::Array(element) => ColumnType::list(element.column_type()?.0),
+            Self::Map(key, value) => {
+                if key.kind() != Kind::Text {
+                    return Err("sluice's maps have string keys: Map(String, T)".to_owned());
+                }
+                ColumnType::map(value.column_type()?.0)
+            }
+            Self::Tuple(elements) => {
+                let mut fields: Vec<StructField> = Vec::with_capacity(elements.len());
+                for (index, (name, ty)) in elements.iter().enumerate() {
+                    // ClickHouse names an unnamed tuple's elements 1, 2, ...
+                    let name = name.clone().unwrap_or_else(|| (index + 1).to_string());
+                    check_column_name(&name).map_err(|e| e.replace("column name", "field name"))?;
+                    if fields.iter().any(|f| f.name == name) {
+                        return Err(format!("the tuple names '{name}' twice"));
+                    }
+                    fields.push(StructField::new(name, ty.column_type()?.0));
+                }
+                ColumnType::Struct(fields)
+            }
+            other => return other.column_type().map(|(ty, _)| ty),
+        };
+        if ty.depth() > MAX_TYPE_DEPTH {
+            return Err(format!(
+                "types nest at most {MAX_TYPE_DEPTH} levels of list, struct and map"
+            ));
+        }
+        Ok(ty)
+    }
+
+    /// The kind of values this type gives, for [`super::value::can_take`]: `Other` for an
+    /// array, tuple or map, which [`super::fit`] judges by their structure.
     pub(crate) fn kind(&self) -> Kind {
         match self {
             Self::Nullable(inner) => inner.kind(),
+            Self::Json => Kind::Text,
+            Self::Array(_) | Self::Tuple(_) | Self::Map(..) => Kind::Other,
             Self::Bool => Kind::Bool,
             Self::Int8
             | Self::Int16
@@ -207,7 +298,34 @@ impl WireType {
                 Value::Decimal(decimal_integer(input.take(width as u64)?)?, *scale)
             }
             Self::Uuid => Value::Uuid(uuid_from_bytes(input.array()?)),
+            Self::Json => {
+                return Err(
+                    "a JSON value in ClickHouse's binary layout, which sluice does not \
+                     read: send the column as String, as sluice announces json columns"
+                        .to_owned(),
+                );
+            }
+            Self::Array(_) | Self::Tuple(_) | Self::Map(..) => {
+                return Err(
+                    "an Array, Tuple or Map goes into a list, struct or map column only".to_owned(),
+                );
+            }
         })
+    }
+}
+
+impl Layout for WireType {
+    fn shape(&self) -> Shape<'_, Self> {
+        match self {
+            Self::Array(element) => Shape::Array(element),
+            Self::Tuple(elements) => Shape::Tuple(elements.iter().map(|(_, ty)| ty).collect()),
+            Self::Map(key, value) => Shape::Map(key, value),
+            Self::Nullable(inner) => match inner.shape() {
+                Shape::Single(kind) => Shape::Single(kind),
+                _ => Shape::NullableNested,
+            },
+            other => Shape::Single(Some(other.kind())),
+        }
     }
 }
 
@@ -293,14 +411,6 @@ fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
     let mut out = [0; N];
     out.copy_from_slice(&bytes[..N]);
     out
-}
-
-/// `Name(args)` to `args`.
-fn wrapped<'a>(name: &'a str, wrapper: &str) -> Option<&'a str> {
-    name.strip_prefix(wrapper)?
-        .trim_start()
-        .strip_prefix('(')?
-        .strip_suffix(')')
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str, String> {
@@ -396,6 +506,22 @@ impl<'a> Input<'a> {
             }
         }
         Err("a length runs past ten bytes".to_owned())
+    }
+
+    /// The number of values an array or map holds, as a LEB128 number; never more than the
+    /// bytes left, since each value takes one at least.
+    pub(crate) fn count(&mut self) -> Result<usize, String> {
+        let count = self.leb128()?;
+        match usize::try_from(count) {
+            Ok(count) if count <= self.remaining() => Ok(count),
+            _ => {
+                self.ran_out = true;
+                Err(format!(
+                    "{count} values, and the body ends {} bytes after",
+                    self.remaining()
+                ))
+            }
+        }
     }
 
     /// A length-prefixed UTF-8 string.

@@ -10,6 +10,7 @@ use sluice_core::TableLayout;
 
 use super::output::{Cell, CellType, ResultSet};
 use super::query::{Lexer, QueryError, Token, describe, is_word, settings_clause};
+use super::types::{Known, announced};
 
 /// The ClickHouse version sluice reports. A recent long-term-support release, so clients pick
 /// their current code paths; sluice implements only the insert side of what it promises.
@@ -348,7 +349,9 @@ fn settings_column_type(name: &str) -> CellType {
 }
 
 /// ClickHouse's seven DESCRIBE columns, a row per column of the table. A nullable column is
-/// `Nullable(T) DEFAULT NULL`: rows may leave it out, as sluice's own API allows.
+/// `Nullable(T) DEFAULT NULL`: rows may leave it out, as sluice's own API allows. A `list`,
+/// `struct` or `map` column is its bare type, with no default: ClickHouse has no `Nullable` of
+/// one, nor a null for it.
 fn describe_table(layout: Option<&TableLayout>) -> ResultSet {
     let columns = [
         "name",
@@ -366,11 +369,11 @@ fn describe_table(layout: Option<&TableLayout>) -> ResultSet {
         .unwrap_or_default()
         .iter()
         .map(|column| {
-            let ty = column.ty.clickhouse_name();
-            let (ty, default_type, default) = if column.nullable {
-                (format!("Nullable({ty})"), "DEFAULT", "NULL")
+            let ty = announced(&column.ty, column.nullable, Known::ALL);
+            let (default_type, default) = if column.nullable && !column.ty.is_nested() {
+                ("DEFAULT", "NULL")
             } else {
-                (ty.to_string(), "", "")
+                ("", "")
             };
             [column.name.as_str(), &ty, default_type, default, "", "", ""]
                 .map(|s| Cell::Text(s.to_string()))

@@ -15,6 +15,7 @@
 //!
 //! - `query.rs`: the statement lexer and the INSERT parser (pure; bytes in,
 //!   [`query::InsertQuery`] out).
+//! - `types.rs`: the ClickHouse type announced for each column, to each client.
 //! - `handshake.rs`: the reads sluice answers, parsed and answered (pure).
 //! - `output.rs`: small results written in ClickHouse's output formats.
 //! - `compressed.rs`: ClickHouse's compressed blocks (`decompress=1`): checksums verified,
@@ -30,5 +31,6 @@ pub mod handshake;
 mod output;
 pub mod query;
 pub mod tcp;
+mod types;
 
 pub(crate) use handler::{post, query_get};

@@ -7,20 +7,26 @@
 //!
 //! - `types`: type names into layouts.
 //! - `read`: a column's bytes walked over or read into values.
+//! - `nested`: an `Array`, `Tuple` or `Map` column read into a nested column's builder.
 //!
 //! Each column's values go straight into the table's column, through the same range checks as
 //! in the other formats. A column whose type can never go into the table's (a UUID into a
 //! decimal, say) is refused before its values are read.
 
+mod nested;
 mod read;
 mod types;
 
 use arrow::array::RecordBatch;
 
+use self::nested::read_column;
 use self::read::{read_prefix, skip, visit};
 use self::types::NativeType;
 use super::at_row;
-use super::columns::{Columns, Value, can_take};
+use super::builder::Unfit;
+use super::columns::Columns;
+use super::fit::fits;
+use super::value::Value;
 use super::wire::Input;
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
@@ -167,22 +173,28 @@ impl Block<'_> {
             if name != expected {
                 return Err(whole(self.differs(columns)));
             }
-            let in_column = |(row, e): (Option<usize>, String)| {
-                let error = DecodeError::new(None, Some(name.to_owned()), e);
-                at_row(self.first_row + row.unwrap_or(0), error)
+            let in_column = |(row, e): (Option<usize>, Unfit)| {
+                at_row(self.first_row + row.unwrap_or(0), e.in_column(name))
             };
-            read_prefix(&ty, input).map_err(|e| in_column((None, e)))?;
+            let whole_column = |e: String| in_column((None, Unfit::new(e)));
+            read_prefix(&ty, input).map_err(whole_column)?;
             match table.target_type(index).cloned() {
-                Some(target) if ty.kind().is_some_and(|kind| !can_take(&target, kind)) => {
+                Some(target) if !fits(&ty, &target) => {
                     let e =
                         format!("a {ty_name} value does not go into the table's {target} column");
-                    return Err(in_column((None, e)));
+                    return Err(whole_column(e));
+                }
+                Some(_) if is_nested(&ty) => {
+                    let (builder, target) = table
+                        .builder(index)
+                        .ok_or_else(|| whole_column("the column has no builder".to_owned()))?;
+                    read_column(&ty, input, self.rows, target, builder).map_err(in_column)?;
                 }
                 Some(target) => {
                     let put = &mut |_: usize, value: Value<'_>| table.push(index, value);
                     visit(&ty, input, self.rows, &target, None, put).map_err(in_column)?;
                 }
-                None => skip(&ty, input, self.rows as u64).map_err(|e| in_column((None, e)))?,
+                None => skip(&ty, input, self.rows as u64).map_err(whole_column)?,
             }
         }
         table.end_block(self.rows);
@@ -195,6 +207,14 @@ impl Block<'_> {
             self.names.join(", ")
         )
     }
+}
+
+/// Whether a column of `ty` is an array, tuple or map, which goes into its builder whole.
+fn is_nested(ty: &NativeType) -> bool {
+    matches!(
+        ty,
+        NativeType::Array(_) | NativeType::Tuple(_) | NativeType::Map(..)
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::types::{NativeType, Scalar};
-use crate::formats::columns::Value;
+use crate::formats::builder::Unfit;
+use crate::formats::value::Value;
 use crate::formats::wire::{Input, decimal_integer, ticks_to_micros, uuid_from_bytes};
 use crate::schema::ColumnType;
 
@@ -92,7 +93,11 @@ pub(crate) fn skip(ty: &NativeType, input: &mut Input<'_>, rows: u64) -> Result<
 
 /// Where a column's values go, a row at a time: `(row, value)`, the row counted from 0 in the
 /// block. Its error is a value that does not fit the table's column.
-pub(crate) type Put<'p> = dyn FnMut(usize, Value<'_>) -> Result<(), String> + 'p;
+pub(crate) type Put<'p> = dyn FnMut(usize, Value<'_>) -> Result<(), Unfit> + 'p;
+
+/// An error reading a column: the row it is at, counted from 0 in what was read, when it is
+/// one value's.
+pub(crate) type Failed = (Option<usize>, Unfit);
 
 /// Reads `rows` values of `ty` (after its prefix) for a column of the table of type `target`,
 /// handing each to `put`. `nulls`, when the column is nullable, marks the rows that are null:
@@ -105,12 +110,13 @@ pub(crate) fn visit(
     target: &ColumnType,
     nulls: Option<&[u8]>,
     put: &mut Put<'_>,
-) -> Result<(), (Option<usize>, String)> {
-    let whole = |message: String| (None, message);
+) -> Result<(), Failed> {
+    let whole = |message: String| (None, Unfit::new(message));
     let is_null = |row: usize| nulls.is_some_and(|nulls| nulls[row] == 1);
     let mut each = |row: usize, value: Result<Value<'_>, String>| {
         let value = if is_null(row) { Ok(Value::Null) } else { value };
         value
+            .map_err(Unfit::new)
             .and_then(|value| put(row, value))
             .map_err(|e| (Some(row), e))
     };
@@ -154,13 +160,13 @@ pub(crate) fn visit(
             let flags = take_rows(input, rows as u64, 1).map_err(whole)?;
             if let Some(row) = flags.iter().position(|flag| *flag > 1) {
                 let message = format!("a null flag must be 0 or 1, not {}", flags[row]);
-                return Err((Some(row), message));
+                return Err((Some(row), Unfit::new(message)));
             }
             visit(inner, input, rows, target, Some(flags), put)
         }
         NativeType::LowCardinality(inner) => visit_low_cardinality(inner, input, rows, target, put),
         NativeType::Array(_) | NativeType::Map(..) | NativeType::Tuple(_) => Err(whole(format!(
-            "{} values do not fit the table's {} column: sluice's columns hold single values",
+            "{} values go into a list, struct or map column only, not the table's {} column",
             kind(ty),
             target.name()
         ))),
@@ -196,8 +202,8 @@ fn visit_low_cardinality(
     rows: usize,
     target: &ColumnType,
     put: &mut Put<'_>,
-) -> Result<(), (Option<usize>, String)> {
-    let whole = |message: String| (None, message);
+) -> Result<(), Failed> {
+    let whole = |message: String| (None, Unfit::new(message));
     let nullable = matches!(inner, NativeType::Nullable(_));
     let mut done = 0;
     while done < rows {
@@ -216,7 +222,7 @@ fn visit_low_cardinality(
                 Ok(())
             },
         )
-        .map_err(|(_, e)| whole(format!("a LowCardinality key: {e}")))?;
+        .map_err(|(_, e)| whole(format!("a LowCardinality key: {}", e.message)))?;
         let indexes = granule_indexes(input, width, (rows - done) as u64).map_err(whole)?;
         for bytes in indexes.chunks_exact(width) {
             let mut index = [0; 8];
@@ -228,7 +234,7 @@ fn visit_low_cardinality(
                 None => {
                     let message =
                         format!("index {index} is past the {key_count} LowCardinality keys");
-                    return Err((Some(done), message));
+                    return Err((Some(done), Unfit::new(message)));
                 }
             };
             put(done, value).map_err(|e| (Some(done), e))?;
@@ -305,7 +311,7 @@ fn granule_indexes<'a>(input: &mut Input<'a>, width: usize, left: u64) -> Result
 }
 
 /// Cumulative offsets of `rows` arrays; each must not fall below the one before.
-fn offsets(input: &mut Input<'_>, rows: u64) -> Result<Vec<u64>, String> {
+pub(crate) fn offsets(input: &mut Input<'_>, rows: u64) -> Result<Vec<u64>, String> {
     let bytes = take_rows(input, rows, 8)?;
     let mut previous = 0;
     bytes

@@ -4,8 +4,8 @@ use arrow::datatypes::{
 };
 
 use super::*;
-use crate::formats::tests_support::options_for;
-use crate::schema::{Column, ColumnType};
+use crate::formats::tests_support::{nested_rows, nested_table, options_for, rows_json};
+use crate::schema::{Column, ColumnType, StructField};
 
 fn leb128(out: &mut Vec<u8>, mut n: u64) {
     loop {
@@ -279,7 +279,8 @@ fn bad_blocks_are_refused_naming_the_row_and_the_column() {
     );
     let error = decode_body(&body, false).unwrap_err().to_string();
     assert!(
-        error.contains("'msg'") && error.contains("Array values do not fit"),
+        error.contains("'msg'")
+            && error.contains("a Array(String) value does not go into the table's string column"),
         "{error}"
     );
 
@@ -554,4 +555,283 @@ fn a_column_type_no_value_of_fits_is_refused_before_its_values() {
     );
     let batch = decode(&texts, &body, &options_for(None, false)).unwrap();
     assert_eq!(batch.column(0).as_string::<i32>().value(0), "-0.05");
+}
+
+/// What ClickHouse 18.16.1 answered for `SELECT * FROM v ORDER BY id FORMAT Native`, `v` being
+/// [`nested_table`]'s and holding [`nested_rows`]: an array as its rows' end offsets then its
+/// elements, a tuple as a column per element.
+const CLICKHOUSE_NESTED_BLOCK: [u8; 281] = [
+    0x04, 0x02, 0x02, 0x69, 0x64, 0x05, 0x49, 0x6e, 0x74, 0x36, 0x34, 0x01, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x74, 0x61, 0x67, 0x73,
+    0x17, 0x41, 0x72, 0x72, 0x61, 0x79, 0x28, 0x4e, 0x75, 0x6c, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x28,
+    0x53, 0x74, 0x72, 0x69, 0x6e, 0x67, 0x29, 0x29, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 0x61, 0x00, 0x08, 0x69,
+    0x74, 0x27, 0x73, 0x09, 0x74, 0x61, 0x62, 0x04, 0x70, 0x61, 0x69, 0x72, 0x39, 0x54, 0x75, 0x70,
+    0x6c, 0x65, 0x28, 0x63, 0x6f, 0x64, 0x65, 0x20, 0x4e, 0x75, 0x6c, 0x6c, 0x61, 0x62, 0x6c, 0x65,
+    0x28, 0x49, 0x6e, 0x74, 0x33, 0x32, 0x29, 0x2c, 0x20, 0x74, 0x61, 0x67, 0x73, 0x20, 0x41, 0x72,
+    0x72, 0x61, 0x79, 0x28, 0x4e, 0x75, 0x6c, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x28, 0x53, 0x74, 0x72,
+    0x69, 0x6e, 0x67, 0x29, 0x29, 0x29, 0x00, 0x01, 0xc8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x01, 0x78, 0x04, 0x67, 0x72, 0x69, 0x64, 0x1d, 0x41, 0x72, 0x72, 0x61, 0x79, 0x28, 0x41,
+    0x72, 0x72, 0x61, 0x79, 0x28, 0x4e, 0x75, 0x6c, 0x6c, 0x61, 0x62, 0x6c, 0x65, 0x28, 0x49, 0x6e,
+    0x74, 0x36, 0x34, 0x29, 0x29, 0x29, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
+    0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+];
+
+#[test]
+fn arrays_and_tuples_in_clickhouses_own_blocks() {
+    let batch = decode(
+        &nested_table(),
+        &CLICKHOUSE_NESTED_BLOCK,
+        &options_for(None, false),
+    )
+    .unwrap();
+    assert_eq!(rows_json(&batch), nested_rows());
+    let twice = [CLICKHOUSE_NESTED_BLOCK, CLICKHOUSE_NESTED_BLOCK].concat();
+    let batch = decode(&nested_table(), &twice, &options_for(None, false)).unwrap();
+    let rows = rows_json(&batch);
+    assert_eq!(
+        rows[2],
+        nested_rows()[0],
+        "offsets go on from the first block"
+    );
+    assert_eq!(native_block_len(&twice), Ok(Some((281, 2))));
+}
+
+#[test]
+fn dictionaries_inside_arrays_keep_their_prefix_before_the_offsets() {
+    // ClickHouse 18.16.1's `SELECT CAST(['a', NULL, 'a'] AS
+    // Array(LowCardinality(Nullable(String)))) AS l, CAST(['x'] AS
+    // Array(LowCardinality(String))) AS m FORMAT Native`, with
+    // allow_experimental_low_cardinality_type=1: the key version, then the offsets, then the
+    // dictionary of the elements.
+    let block: [u8; 167] = [
+        0x02, 0x01, 0x01, 0x6c, 0x27, 0x41, 0x72, 0x72, 0x61, 0x79, 0x28, 0x4c, 0x6f, 0x77, 0x43,
+        0x61, 0x72, 0x64, 0x69, 0x6e, 0x61, 0x6c, 0x69, 0x74, 0x79, 0x28, 0x4e, 0x75, 0x6c, 0x6c,
+        0x61, 0x62, 0x6c, 0x65, 0x28, 0x53, 0x74, 0x72, 0x69, 0x6e, 0x67, 0x29, 0x29, 0x29, 0x01,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x01, 0x61, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00,
+        0x02, 0x01, 0x6d, 0x1d, 0x41, 0x72, 0x72, 0x61, 0x79, 0x28, 0x4c, 0x6f, 0x77, 0x43, 0x61,
+        0x72, 0x64, 0x69, 0x6e, 0x61, 0x6c, 0x69, 0x74, 0x79, 0x28, 0x53, 0x74, 0x72, 0x69, 0x6e,
+        0x67, 0x29, 0x29, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x78, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x01,
+    ];
+    let schema = TableSchema::new(vec![
+        Column::new("l", ColumnType::list(ColumnType::String)),
+        Column::new("m", ColumnType::list(ColumnType::String)),
+    ])
+    .unwrap();
+    let batch = decode(&schema, &block, &options_for(None, false)).unwrap();
+    assert_eq!(
+        rows_json(&batch),
+        serde_json::json!([{"l": ["a", null, "a"], "m": ["x"]}])
+    );
+}
+
+/// `id int64`, `labels map<string, float64>`, `attrs struct<code: int32, http: map<string,
+/// list<int64>>>`.
+fn map_table() -> TableSchema {
+    TableSchema::new(vec![
+        Column::new("id", ColumnType::Int64).required(),
+        Column::new("labels", ColumnType::map(ColumnType::Float64)),
+        Column::new(
+            "attrs",
+            ColumnType::Struct(vec![
+                StructField::new("code", ColumnType::Int32),
+                StructField::new("http", ColumnType::map(ColumnType::list(ColumnType::Int64))),
+            ]),
+        ),
+    ])
+    .unwrap()
+}
+
+/// Two rows of [`map_table`], the maps laid out as ClickHouse's `SerializationMap` writes them
+/// in `Native`: the array of key and value pairs a map is, its end offsets, then the keys'
+/// column and the values' column. `labels` is of type `labels_type`.
+fn map_block(labels_type: &str) -> Vec<u8> {
+    let labels = [
+        fixed(&[2_u64.to_le_bytes(), 2_u64.to_le_bytes()]),
+        strings(&["a", "b"]),
+        vec![0, 1],
+        fixed(&[1.5_f64.to_le_bytes(), 0_f64.to_le_bytes()]),
+    ]
+    .concat();
+    let attrs = [
+        vec![0, 1],
+        fixed(&[7_i32.to_le_bytes(), 0_i32.to_le_bytes()]),
+        fixed(&[1_u64.to_le_bytes(), 1_u64.to_le_bytes()]),
+        strings(&["s"]),
+        2_u64.to_le_bytes().to_vec(),
+        vec![0, 1],
+        fixed(&[200_i64.to_le_bytes(), 0_i64.to_le_bytes()]),
+    ]
+    .concat();
+    block(
+        2,
+        &[
+            (
+                "id",
+                "Int64",
+                fixed(&[1_i64.to_le_bytes(), 2_i64.to_le_bytes()]),
+            ),
+            ("labels", labels_type, labels),
+            (
+                "attrs",
+                "Tuple(code Nullable(Int32), http Map(String, Array(Nullable(Int64))))",
+                attrs,
+            ),
+        ],
+    )
+}
+
+#[test]
+fn maps_and_the_arrays_of_pairs_they_are_laid_out_as() {
+    let expected = serde_json::json!([
+        {"id": 1, "labels": {"a": 1.5, "b": null}, "attrs": {"code": 7, "http": {"s": [200, null]}}},
+        {"id": 2, "labels": {}, "attrs": {"code": null, "http": {}}},
+    ]);
+    for labels_type in [
+        "Map(String, Nullable(Float64))",
+        "Array(Tuple(String, Nullable(Float64)))",
+    ] {
+        let body = map_block(labels_type);
+        let batch = decode(&map_table(), &body, &options_for(None, false)).unwrap();
+        assert_eq!(rows_json(&batch), expected, "{labels_type}");
+        assert_eq!(native_block_len(&body), Ok(Some((body.len(), 2))));
+    }
+}
+
+#[test]
+fn a_dictionary_of_map_values_keeps_its_prefix_before_the_offsets() {
+    let schema = TableSchema::new(vec![Column::new(
+        "labels",
+        ColumnType::map(ColumnType::String),
+    )])
+    .unwrap();
+    let mut labels = 1_u64.to_le_bytes().to_vec();
+    labels.extend_from_slice(&fixed(&[2_u64.to_le_bytes(), 3_u64.to_le_bytes()]));
+    labels.extend_from_slice(&strings(&["env", "team", "env"]));
+    labels.extend_from_slice(&(1_u64 << 9).to_le_bytes());
+    labels.extend_from_slice(&3_u64.to_le_bytes());
+    labels.extend_from_slice(&strings(&["", "prod", "db"]));
+    labels.extend_from_slice(&3_u64.to_le_bytes());
+    labels.extend_from_slice(&[1, 0, 2]);
+    let body = block(
+        2,
+        &[(
+            "labels",
+            "Map(String, LowCardinality(Nullable(String)))",
+            labels,
+        )],
+    );
+    let batch = decode(&schema, &body, &options_for(None, false)).unwrap();
+    assert_eq!(
+        rows_json(&batch),
+        serde_json::json!([{"labels": {"env": "prod", "team": null}}, {"labels": {"env": "db"}}])
+    );
+}
+
+#[test]
+fn a_nested_value_that_does_not_fit_is_named_by_its_row_and_its_way() {
+    let schema = TableSchema::new(vec![
+        Column::new(
+            "grid",
+            ColumnType::list(ColumnType::list(ColumnType::UInt8)),
+        ),
+        Column::new("labels", ColumnType::map(ColumnType::UInt8)),
+        Column::new(
+            "pair",
+            ColumnType::Struct(vec![StructField::new("n", ColumnType::UInt8)]),
+        ),
+    ])
+    .unwrap();
+    let grid = [
+        fixed(&[1_u64.to_le_bytes(), 3_u64.to_le_bytes()]),
+        fixed(&[
+            1_u64.to_le_bytes(),
+            1_u64.to_le_bytes(),
+            3_u64.to_le_bytes(),
+        ]),
+        vec![1, 2, 255],
+    ]
+    .concat();
+    let labels = |second: i16| {
+        [
+            fixed(&[1_u64.to_le_bytes(), 2_u64.to_le_bytes()]),
+            strings(&["a", "b"]),
+            fixed(&[5_i16.to_le_bytes(), second.to_le_bytes()]),
+        ]
+        .concat()
+    };
+    let pair = fixed(&[1_i16.to_le_bytes(), (-1_i16).to_le_bytes()]);
+    let read = |grid_type: &str, labels_type: &str, second: i16| {
+        let columns = [
+            ("grid", grid_type, grid.clone()),
+            ("labels", labels_type, labels(second)),
+            ("pair", "Tuple(n Int16)", pair.clone()),
+        ];
+        decode(&schema, &block(2, &columns), &options_for(None, false))
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        read("Array(Array(Int8))", "Map(String, Int16)", 300),
+        "row 2, column 'grid[1][1]': -1 is out of range for uint8"
+    );
+    assert_eq!(
+        read("Array(Array(UInt8))", "Map(String, Int16)", 300),
+        "row 2, column 'labels.b': 300 is out of range for uint8"
+    );
+    assert_eq!(
+        read("Array(Array(UInt8))", "Map(String, Int16)", 7),
+        "row 2, column 'pair.n': -1 is out of range for uint8"
+    );
+    let falling = [
+        fixed(&[2_u64.to_le_bytes(), 1_u64.to_le_bytes()]),
+        vec![0; 24],
+    ]
+    .concat();
+    let error = decode(
+        &schema,
+        &block(2, &[("grid", "Array(Array(UInt8))", falling)]),
+        &options_for(None, false),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.starts_with("row 1, column 'grid': array offset 1 falls below 2"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_map_whose_keys_are_not_strings_is_refused_before_its_values() {
+    let schema = TableSchema::new(vec![Column::new(
+        "labels",
+        ColumnType::map(ColumnType::UInt8),
+    )])
+    .unwrap();
+    let numbered = [
+        fixed(&[1_u64.to_le_bytes(), 2_u64.to_le_bytes()]),
+        vec![1, 2],
+        fixed(&[5_i16.to_le_bytes(), 7_i16.to_le_bytes()]),
+    ]
+    .concat();
+    let error = decode(
+        &schema,
+        &block(2, &[("labels", "Map(UInt8, Int16)", numbered)]),
+        &options_for(None, false),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "row 1, column 'labels': a Map(UInt8, Int16) value does not go into the table's \
+         map<string, uint8> column"
+    );
 }

@@ -1,12 +1,10 @@
 //! ClickHouse type names as a Native block declares them, parsed into how their column data is
 //! laid out.
 
-use crate::formats::columns::Kind;
+use crate::formats::fit::{Layout, Shape};
+use crate::formats::typename::{MAX_NAME_DEPTH, split_args, tuple_element};
+use crate::formats::value::Kind;
 use crate::formats::wire::decimal_width;
-
-/// How deep types may nest (`Array(Array(...))`): deeper names are refused, so a hostile name
-/// cannot exhaust the stack.
-const MAX_DEPTH: usize = 16;
 
 /// The largest `FixedString` sluice reads: a bigger size is a corrupt header, not a value.
 const MAX_FIXED_STRING: usize = 1 << 20;
@@ -101,7 +99,7 @@ impl NativeType {
     }
 
     /// The kind of values a column of this type gives, for
-    /// [`crate::formats::columns::can_take`]; `None` for one judged only value by value.
+    /// [`crate::formats::value::can_take`]; `None` for one judged only value by value.
     pub(crate) fn kind(&self) -> Option<Kind> {
         Some(match self {
             Self::Nullable(inner) | Self::LowCardinality(inner) => return inner.kind(),
@@ -132,9 +130,24 @@ impl NativeType {
     }
 }
 
+impl Layout for NativeType {
+    fn shape(&self) -> Shape<'_, Self> {
+        match self {
+            Self::Array(element) => Shape::Array(element),
+            Self::Tuple(elements) => Shape::Tuple(elements.iter().collect()),
+            Self::Map(key, value) => Shape::Map(key, value),
+            Self::Nullable(inner) | Self::LowCardinality(inner) => match inner.shape() {
+                Shape::Single(kind) => Shape::Single(kind),
+                _ => Shape::NullableNested,
+            },
+            other => Shape::Single(other.kind()),
+        }
+    }
+}
+
 fn parse_at(name: &str, depth: usize) -> Result<NativeType, String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("types nest deeper than {MAX_DEPTH} levels"));
+    if depth > MAX_NAME_DEPTH {
+        return Err(format!("types nest deeper than {MAX_NAME_DEPTH} levels"));
     }
     let name = name.trim();
     let (base, args) = match name.find('(') {
@@ -156,7 +169,7 @@ fn parse_at(name: &str, depth: usize) -> Result<NativeType, String> {
         ("Tuple", Some(args)) => NativeType::Tuple(
             split_args(args)?
                 .into_iter()
-                .map(|element| parse_at(unnamed(element), depth + 1))
+                .map(|element| parse_at(tuple_element(element)?.1, depth + 1))
                 .collect::<Result<_, _>>()?,
         ),
         ("FixedString", Some(args)) => match args.trim().parse() {
@@ -316,57 +329,6 @@ fn unquote(quoted: &str) -> Option<String> {
     Some(out)
 }
 
-/// A tuple element without its name: `a UInt8` is `UInt8`, `` `a b` String `` is `String`.
-fn unnamed(element: &str) -> &str {
-    let element = element.trim();
-    if let Some(rest) = element.strip_prefix('`') {
-        return rest.find('`').map_or(element, |end| rest[end + 1..].trim());
-    }
-    let paren = element.find('(').unwrap_or(element.len());
-    match element.find(char::is_whitespace) {
-        Some(space) if space < paren => element[space..].trim(),
-        _ => element,
-    }
-}
-
-/// Splits a type's arguments at the commas outside parentheses and quotes.
-fn split_args(args: &str) -> Result<Vec<&str>, String> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start, mut quoted, mut escaped) = (0_usize, 0, false, false);
-    for (i, c) in args.char_indices() {
-        if quoted {
-            match (escaped, c) {
-                (false, '\\') => escaped = true,
-                (false, '\'') => quoted = false,
-                _ => escaped = false,
-            }
-            continue;
-        }
-        match c {
-            '\'' => quoted = true,
-            '(' => depth += 1,
-            ')' => {
-                depth = depth
-                    .checked_sub(1)
-                    .ok_or_else(|| format!("unbalanced parentheses in '{args}'"))?;
-            }
-            ',' if depth == 0 => {
-                parts.push(&args[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if quoted || depth != 0 {
-        return Err(format!("unbalanced quotes or parentheses in '{args}'"));
-    }
-    parts.push(&args[start..]);
-    if parts.iter().any(|p| p.trim().is_empty()) {
-        return Err(format!("an empty argument in '{args}'"));
-    }
-    Ok(parts)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,7 +402,7 @@ mod tests {
             let error = NativeType::parse(name).unwrap_err();
             assert!(error.contains(says), "{name}: {error}");
         }
-        let deep = format!("{}String{}", "Array(".repeat(40), ")".repeat(40));
+        let deep = format!("{}String{}", "Array(".repeat(60), ")".repeat(60));
         assert!(NativeType::parse(&deep).unwrap_err().contains("deeper"));
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use sluice_core::formats::native_block_len;
 use sluice_core::name::printable;
-use sluice_core::{ColumnType, InputFormat, TableLayout};
+use sluice_core::{InputFormat, TableLayout};
 use sluice_pipeline::{Admission, Insert};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -30,6 +30,7 @@ use crate::clickhouse::handler::{data_start, insert_settings, query_error};
 use crate::clickhouse::handshake::{DATABASE, Read, answer, parse_read};
 use crate::clickhouse::output::OutputFormat;
 use crate::clickhouse::query::{first_keyword, parse_insert};
+use crate::clickhouse::types::{Known, announced};
 use crate::error::{ApiError, Kind, count_rejection};
 
 /// How long a connection may take at each step.
@@ -627,47 +628,19 @@ fn sample_block(
             })
             .collect::<Result<_, _>>()?,
     };
+    let known = Known::of(hello.version, hello.revision);
     let mut out = Vec::new();
     packets::write_block_header(&mut out, columns.len(), 0);
     for column in columns {
-        let ty = type_for_client(&column.ty, hello);
         packets::string(&mut out, &column.name);
-        if column.nullable {
-            packets::string(&mut out, &format!("Nullable({ty})"));
-        } else {
-            packets::string(&mut out, &ty);
-        }
+        packets::string(&mut out, &announced(&column.ty, column.nullable, known));
     }
     Ok(out)
 }
 
-/// The type a column is announced in: its ClickHouse type, or `String` for a type an old
-/// client may not know, whose text sluice then reads as the column's type. `DateTime64`,
-/// `Date32` and `Bool` all came by ClickHouse 21.12, at revision 54452; a client older by both
-/// its version and its revision (Debian's 18.16) gets `String` for them. `Decimal` and `UUID`
-/// are older: 18.16, at revision 54412, sends both in their binary layouts, and only a client
-/// older still gets `String` for them. A `json` column is `String` for every client.
-fn type_for_client(ty: &ColumnType, hello: &Hello) -> std::borrow::Cow<'static, str> {
-    const WITH_NEWER_TYPES: (u64, (u64, u64)) = (54452, (21, 12));
-    const WITH_DECIMAL_AND_UUID: (u64, (u64, u64)) = (54412, (18, 16));
-    let older_than = |(revision, version): (u64, (u64, u64))| {
-        hello.revision < revision && hello.version < version
-    };
-    let unknown = match ty {
-        ColumnType::Timestamp | ColumnType::Date | ColumnType::Bool => older_than(WITH_NEWER_TYPES),
-        ColumnType::Decimal { .. } | ColumnType::Uuid => older_than(WITH_DECIMAL_AND_UUID),
-        _ => false,
-    };
-    if unknown {
-        "String".into()
-    } else {
-        ty.clickhouse_name()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use sluice_core::Column;
+    use sluice_core::{Column, ColumnType};
 
     use super::*;
 
@@ -693,25 +666,42 @@ mod tests {
             decimal,
             ColumnType::Uuid,
             ColumnType::Json,
+            ColumnType::map(ColumnType::Timestamp),
         ];
         let announced = |hello: &Hello| -> Vec<String> {
-            types
-                .iter()
-                .map(|ty| type_for_client(ty, hello).into_owned())
-                .collect()
+            let known = Known::of(hello.version, hello.revision);
+            types.iter().map(|ty| announced(ty, false, known)).collect()
         };
         assert_eq!(
             announced(&hello((24, 8), 54472)),
-            ["DateTime64(6, 'UTC')", "Decimal(20, 4)", "UUID", "String"]
+            [
+                "DateTime64(6, 'UTC')",
+                "Decimal(20, 4)",
+                "UUID",
+                "String",
+                "Map(String, Nullable(DateTime64(6, 'UTC')))"
+            ]
         );
-        // Debian's clickhouse-client 18.16 knows Decimal and UUID, not DateTime64.
+        // Debian's clickhouse-client 18.16 knows Decimal and UUID, not DateTime64 or Map.
         assert_eq!(
             announced(&hello((18, 16), 54412)),
-            ["String", "Decimal(20, 4)", "UUID", "String"]
+            [
+                "String",
+                "Decimal(20, 4)",
+                "UUID",
+                "String",
+                "Array(Tuple(String, Nullable(String)))"
+            ]
         );
         assert_eq!(
             announced(&hello((18, 10), 54405)),
-            ["String", "String", "String", "String"]
+            [
+                "String",
+                "String",
+                "String",
+                "String",
+                "Array(Tuple(String, Nullable(String)))"
+            ]
         );
     }
 
