@@ -4,6 +4,8 @@
 //!
 //! - [`name`]: validated table names (they become folder names and SQL identifiers).
 //! - [`schema`]: column types, table schemas, schema inference from a first insert.
+//! - `text`: values written as text, read by ClickHouse's rules, for the formats and for the
+//!   values inside JSON's lists, structs and maps.
 //! - [`options`]: how an insert's body is to be read: its format, and for JSON the door's
 //!   dialect.
 //! - [`formats`]: ClickHouse's other input formats to Arrow (`RowBinary`, `TabSeparated`, `CSV`,
@@ -42,6 +44,7 @@ pub mod retry;
 pub mod schema;
 pub mod sink;
 pub mod table;
+mod text;
 pub mod throttle;
 pub mod values;
 

@@ -6,7 +6,8 @@
 //!
 //! Each file imports only from the ones above it.
 //!
-//! - `text`: values written as text, read as ClickHouse's text formats write them.
+//! Values written as text are read by `crate::text`, which the JSON doors' nested values share.
+//!
 //! - `value`: one value from a body, and its conversion into each column type with a range
 //!   check.
 //! - `builder`: a column's Arrow builder, a tree that mirrors its type for `list`, `struct` and
@@ -34,7 +35,6 @@ mod quoted;
 mod rowbinary;
 mod separated;
 mod strings;
-pub(crate) mod text;
 mod typename;
 mod value;
 mod values;

@@ -12,9 +12,9 @@
 
 use std::borrow::Cow;
 
-use super::text;
 use crate::name::printable;
 use crate::schema::ColumnType;
+use crate::text;
 
 /// One value from the body, before it is converted into its column's type.
 #[derive(Debug, Clone, Copy, PartialEq)]

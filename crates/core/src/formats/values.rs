@@ -8,12 +8,12 @@ use arrow::array::RecordBatch;
 
 use super::columns::Columns;
 use super::quoted;
-use super::text::{self, Int};
 use super::value::Value;
 use super::{at_row, body_columns};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
+use crate::text::{self, Int};
 
 /// Decodes a `Values` body into the table's columns.
 pub(crate) fn decode(

@@ -17,8 +17,8 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 
 use super::JsonDialect;
-use crate::formats::text::{self, Int};
 use crate::schema::ColumnType;
+use crate::text::{self, Int};
 use crate::values;
 
 /// One scalar type's values under construction.

@@ -214,11 +214,16 @@ impl ColumnType {
                 return Cow::Owned(format!("Map(String, {})", value.clickhouse_inner_name()));
             }
             Self::Struct(fields) => {
+                // Fields named 1, 2, ... are an unnamed tuple's: ClickHouse takes no such names.
+                let unnamed = fields
+                    .iter()
+                    .enumerate()
+                    .all(|(i, f)| f.name == (i + 1).to_string());
                 let fields: Vec<String> = fields
                     .iter()
-                    .map(|f| {
-                        let name = quoted(&f.name);
-                        format!("{name} {}", f.ty.clickhouse_inner_name())
+                    .map(|f| match unnamed {
+                        true => f.ty.clickhouse_inner_name().into_owned(),
+                        false => format!("{} {}", quoted(&f.name), f.ty.clickhouse_inner_name()),
                     })
                     .collect();
                 return Cow::Owned(format!("Tuple({})", fields.join(", ")));

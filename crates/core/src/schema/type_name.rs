@@ -310,13 +310,16 @@ mod tests {
             "Tuple(code Nullable(Int32), tags Array(Nullable(String)), \
              `http.status` Map(String, Nullable(Float64)))"
         );
+        let unnamed = ColumnType::Struct(vec![
+            StructField::new("1", ColumnType::String),
+            StructField::new("2", ColumnType::UInt8),
+        ]);
+        assert_eq!(parsed("Tuple(String, UInt8)"), unnamed);
         assert_eq!(
-            parsed("Tuple(String, UInt8)"),
-            ColumnType::Struct(vec![
-                StructField::new("1", ColumnType::String),
-                StructField::new("2", ColumnType::UInt8),
-            ])
+            unnamed.clickhouse_name(),
+            "Tuple(Nullable(String), Nullable(UInt8))"
         );
+        assert_eq!(parsed(&unnamed.clickhouse_name()), unnamed);
         assert_eq!(
             parsed("list<decimal(10, 2)>"),
             ColumnType::list(ColumnType::Decimal {
