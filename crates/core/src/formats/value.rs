@@ -2,7 +2,7 @@
 //! column type.
 //!
 //! Every format decoder hands values to [`super::columns`]: text formats as text, which is parsed
-//! by the column's type ([`super::text`]), binary formats as typed values. Each value is converted
+//! by the column's type ([`crate::text`]), binary formats as typed values. Each value is converted
 //! into the column's type with a range check, so nothing is wrapped around or truncated silently.
 //!
 //! A decimal is converted exactly or refused, never rounded: its text must fit the column
