@@ -435,6 +435,31 @@ mod tests {
     }
 
     #[test]
+    fn nested_columns_are_no_key_and_no_partition() {
+        let nested = [
+            ColumnType::list(ColumnType::Int64),
+            ColumnType::map(ColumnType::String),
+            ColumnType::Struct(vec![crate::schema::StructField::new("a", ColumnType::Int8)]),
+        ];
+        for ty in nested {
+            let mut with_nested = layout();
+            with_nested.columns.push(Column::new("n", ty.clone()));
+            with_nested.sort_by = vec!["n".into()];
+            let error = def(with_nested.clone()).unwrap_err();
+            assert_eq!(error.field, "sort_by[0]", "{ty}");
+            assert!(
+                error.to_string().contains(&format!("'n' is {ty}")),
+                "{error}"
+            );
+            with_nested.sort_by = Vec::new();
+            with_nested.partition_by = "n".into();
+            let error = def(with_nested).unwrap_err();
+            assert_eq!(error.field, "partition_by", "{ty}");
+            assert!(error.to_string().contains("scalar column"), "{error}");
+        }
+    }
+
+    #[test]
     fn layout_round_trips() {
         let mut l = layout();
         l.partition_by = "service".into();

@@ -52,8 +52,13 @@ fn expected(id: usize) -> Value {
 /// Sends every producer's inserts at once, each waiting for `committed`, and checks that a
 /// value of the wrong type for a new column is refused.
 async fn send_events(server: &Server, path: &str) {
+    send_events_of(server, path, 0..PRODUCERS).await;
+}
+
+/// [`send_events`] for the producers `range`.
+async fn send_events_of(server: &Server, path: &str, range: std::ops::Range<usize>) {
     let mut producers = Vec::new();
-    for producer in 0..PRODUCERS {
+    for producer in range {
         let addr = server.addr;
         let path = path.to_owned();
         producers.push(tokio::spawn(async move {
@@ -72,7 +77,7 @@ async fn send_events(server: &Server, path: &str) {
     for producer in producers {
         producer.await.unwrap();
     }
-    let wrong = "{\"id\":999999,\"retries\":\"many\"}";
+    let wrong = "{\"id\":999999,\"service\":\"x\",\"retries\":\"many\"}";
     let (status, answer) = http_post(server.addr, path, wrong).await.unwrap();
     assert_eq!(status, 400, "{answer}");
     assert!(answer.contains("retries"), "{answer}");
@@ -263,4 +268,45 @@ print(json.dumps([list(r) for r in rows]))
         .await
         .unwrap();
     assert_eq!(text, "1\ta\t\\N\t[]\n2\tb\teu\t['x']\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sluice_processes_add_each_new_column_once_to_a_shared_lake() {
+    let lake = tempfile::tempdir().unwrap();
+    let table = "[tables.events]\ncolumns = [{name = \"id\", type = \"int64\", nullable = false}, \
+                 {name = \"service\", type = \"string\"}]\n";
+    let sections = format!(
+        "[lake]\nroot = {:?}\n\n{table}",
+        lake.path().display().to_string()
+    );
+    let config = config("", &sections);
+    let (mut first, mut second) = (Server::start(&config), Server::start(&config));
+    let path = "/v1/tables/events/rows?ack=committed";
+    tokio::join!(
+        send_events_of(&first, path, 0..PRODUCERS / 2),
+        send_events_of(&second, path, PRODUCERS / 2..PRODUCERS),
+    );
+    for server in [&first, &second] {
+        server.sigterm();
+    }
+    for server in [&mut first, &mut second] {
+        assert!(server.wait(Duration::from_secs(30)).success());
+    }
+    const READ: &str = r#"
+import json, os, sys
+from deltalake import DeltaTable
+data = DeltaTable(sys.argv[1]).to_pyarrow_table()
+names = [f.name for f in data.schema]
+rows = [[r["id"], r["service"], r["region"], r["retries"], r["tags"]] for r in data.to_pylist()]
+print(json.dumps({"names": names, "rows": rows}), flush=True)
+os._exit(0)
+"#;
+    let events = lake.path().join("events");
+    let read = python_json(READ, &[&events.to_string_lossy()], &[], "the lake");
+    assert_eq!(
+        read["names"],
+        json!(["id", "service", "region", "retries", "tags"]),
+        "{read}"
+    );
+    check(read["rows"].as_array().unwrap());
 }
