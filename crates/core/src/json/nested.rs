@@ -310,30 +310,19 @@ fn push_map(
 
 impl Node {
     fn push_null(&mut self) {
-        match self {
-            Self::Leaf(leaf) => leaf.push_null(),
-            Self::List {
-                offsets, validity, ..
-            }
-            | Self::Map {
-                offsets, validity, ..
-            } => {
-                offsets.push(offsets.last().copied().unwrap_or(0));
-                validity.append_null();
-            }
-            Self::Struct {
-                children, validity, ..
-            } => {
-                children.iter_mut().for_each(Node::push_null);
-                validity.append_null();
-            }
-        }
+        self.push_nothing(false);
     }
 
     /// An empty list or map, a struct of nulls: a required column's default.
     fn push_empty(&mut self) {
-        match self {
-            Self::Leaf(leaf) => leaf.push_null(),
+        self.push_nothing(true);
+    }
+
+    /// A value with nothing in it: null, or, when `present`, an empty list or map or a struct
+    /// of nulls. A struct's fields are null either way.
+    fn push_nothing(&mut self, present: bool) {
+        let validity = match self {
+            Self::Leaf(leaf) => return leaf.push_null(),
             Self::List {
                 offsets, validity, ..
             }
@@ -341,14 +330,18 @@ impl Node {
                 offsets, validity, ..
             } => {
                 offsets.push(offsets.last().copied().unwrap_or(0));
-                validity.append_non_null();
+                validity
             }
             Self::Struct {
                 children, validity, ..
             } => {
                 children.iter_mut().for_each(Node::push_null);
-                validity.append_non_null();
+                validity
             }
+        };
+        match present {
+            true => validity.append_non_null(),
+            false => validity.append_null(),
         }
     }
 
