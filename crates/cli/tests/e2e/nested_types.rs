@@ -164,6 +164,34 @@ async fn nested_columns_land_in_the_lake_as_sent_and_compact_unchanged() {
     let compacted = python_json(READ, &[&table.to_string_lossy()], &[], "the lake");
     assert_eq!(compacted["files"], 1, "{compacted}");
     assert_eq!(compacted["rows"], expected(), "{compacted}");
+
+    // The merged file's statistics: a struct's fields nested as Delta keeps them, nothing for
+    // lists and maps.
+    let stats = last_added_stats(&table);
+    assert_eq!(stats["minValues"]["record"]["code"], 7, "{stats}");
+    assert_eq!(stats["maxValues"]["record"]["code"], 8, "{stats}");
+    assert_eq!(stats["nullCount"]["record"]["code"], 4, "{stats}");
+    assert_eq!(stats["minValues"]["id"], 1, "{stats}");
+    for column in ["tags", "attrs", "matrix"] {
+        assert!(stats["nullCount"].get(column).is_none(), "{stats}");
+    }
+}
+
+/// The statistics of the file the table's newest commit added.
+fn last_added_stats(table: &std::path::Path) -> Value {
+    let mut commits: Vec<_> = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    commits.sort();
+    let newest = std::fs::read_to_string(commits.last().unwrap()).unwrap();
+    let add = newest
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find_map(|action| action.get("add").cloned())
+        .expect("the newest commit adds a file");
+    serde_json::from_str(add["stats"].as_str().unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{max, min};
 use arrow::datatypes::{
-    DataType, Decimal128Type, DecimalType, Float32Type, Float64Type, SchemaRef, TimeUnit,
+    DataType, Decimal128Type, DecimalType, Fields, Float32Type, Float64Type, SchemaRef, TimeUnit,
 };
 use chrono::{DateTime, NaiveDate};
 use parquet::file::metadata::ParquetMetaData;
@@ -101,48 +101,31 @@ pub(crate) fn stats_json(
     columns: &[ColumnRows],
     footer: &ParquetMetaData,
 ) -> String {
-    let mut mins = BTreeMap::new();
-    let mut maxs = BTreeMap::new();
-    let mut nulls = Map::new();
+    let mut top = Nested::default();
     // A field's first column chunk, counting a list's, struct's or map's leaves; when the
     // footer does not have that many columns, its bounds are not taken at all.
     let chunks = first_chunks(schema);
     let flat = footer.file_metadata().schema_descr().num_columns() == chunks.total;
-    let raw = |(lo, hi): (Value, Value)| {
-        let raw = serde_json::value::to_raw_value;
-        Some((raw(&lo).ok()?, raw(&hi).ok()?))
-    };
     for ((field, rows), &i) in schema.fields().iter().zip(columns).zip(&chunks.first) {
-        // Delta keeps a struct's statistics per field and none for lists and maps: a nested
-        // column gets none, which readers take as unknown.
-        if field.data_type().is_nested() {
-            continue;
+        match field.data_type() {
+            // Delta keeps a struct's statistics field by field, nested as the struct is.
+            DataType::Struct(children) if flat => {
+                struct_stats(children, i, footer).nest_into(&mut top, field.name());
+                continue;
+            }
+            // And none for lists and maps, which readers take as unknown.
+            ty if ty.is_nested() => continue,
+            _ => {}
         }
-        nulls.insert(field.name().clone(), json!(rows.nulls));
+        top.nulls.insert(field.name().clone(), json!(rows.nulls));
         let bounds = match (field.data_type(), &rows.floats) {
             (DataType::Float32 | DataType::Float64, FloatBounds::Bounds(lo, hi)) => {
                 raw((lo.clone(), hi.clone()))
             }
-            (DataType::Float32 | DataType::Float64, _) => None,
-            (&DataType::Decimal128(precision, scale), _) if flat => {
-                let number = |value| {
-                    let text = Decimal128Type::format_decimal(value, precision, scale);
-                    RawValue::from_string(text).ok()
-                };
-                footer_bounds(footer, i, decimal_bounds, |(lo, hi), (a, b)| {
-                    (lo.min(a), hi.max(b))
-                })
-                .and_then(|(lo, hi)| Some((number(lo)?, number(hi)?)))
-            }
-            (ty, _) if flat => {
-                footer_bounds(footer, i, |stats| chunk_bounds(stats, ty), widen).and_then(raw)
-            }
+            (ty, _) if flat => leaf_bounds(footer, i, ty),
             _ => None,
         };
-        if let Some((lo, hi)) = bounds {
-            mins.insert(field.name().clone(), lo);
-            maxs.insert(field.name().clone(), hi);
-        }
+        top.bound(field.name(), bounds);
     }
     // The bounds are raw JSON, which only serde_json's serializer writes as it is.
     let text = |bounds: &BTreeMap<String, Box<RawValue>>| {
@@ -151,10 +134,103 @@ pub(crate) fn stats_json(
     format!(
         r#"{{"numRecords":{},"minValues":{},"maxValues":{},"nullCount":{}}}"#,
         columns.first().map_or(0, |c| c.rows),
-        text(&mins),
-        text(&maxs),
-        Value::Object(nulls),
+        text(&top.mins),
+        text(&top.maxs),
+        Value::Object(top.nulls),
     )
+}
+
+/// Statistics of a struct's fields, or of a file's columns: bounds as raw JSON, null counts.
+#[derive(Default)]
+struct Nested {
+    mins: BTreeMap<String, Box<RawValue>>,
+    maxs: BTreeMap<String, Box<RawValue>>,
+    nulls: Map<String, Value>,
+}
+
+impl Nested {
+    fn bound(&mut self, name: &str, bounds: Option<(Box<RawValue>, Box<RawValue>)>) {
+        if let Some((lo, hi)) = bounds {
+            self.mins.insert(name.to_owned(), lo);
+            self.maxs.insert(name.to_owned(), hi);
+        }
+    }
+
+    /// Puts these, a struct's fields' statistics, into `outer` under the struct's `name`.
+    fn nest_into(self, outer: &mut Nested, name: &str) {
+        let object =
+            |bounds: &BTreeMap<String, Box<RawValue>>| serde_json::value::to_raw_value(bounds).ok();
+        if !self.mins.is_empty()
+            && let (Some(lo), Some(hi)) = (object(&self.mins), object(&self.maxs))
+        {
+            outer.bound(name, Some((lo, hi)));
+        }
+        if !self.nulls.is_empty() {
+            outer
+                .nulls
+                .insert(name.to_owned(), Value::Object(self.nulls));
+        }
+    }
+}
+
+/// The statistics of a struct's fields whose column chunks start at `first`: a scalar field's
+/// bounds and null count from the footer, a struct field's nested, none for lists and maps.
+fn struct_stats(fields: &Fields, first: usize, footer: &ParquetMetaData) -> Nested {
+    let mut stats = Nested::default();
+    let mut index = first;
+    for field in fields {
+        match field.data_type() {
+            DataType::Struct(children) => {
+                struct_stats(children, index, footer).nest_into(&mut stats, field.name());
+            }
+            ty if ty.is_nested() => {}
+            ty => {
+                if let Some(nulls) = footer_nulls(footer, index) {
+                    stats.nulls.insert(field.name().clone(), json!(nulls));
+                }
+                stats.bound(field.name(), leaf_bounds(footer, index, ty));
+            }
+        }
+        index += leaves(field.data_type());
+    }
+    stats
+}
+
+/// The bounds of the column chunks `index` of type `ty`, as raw JSON. A float column's are not
+/// taken from the footer, whose bounds say nothing of NaN.
+fn leaf_bounds(
+    footer: &ParquetMetaData,
+    index: usize,
+    ty: &DataType,
+) -> Option<(Box<RawValue>, Box<RawValue>)> {
+    match ty {
+        DataType::Float32 | DataType::Float64 => None,
+        &DataType::Decimal128(precision, scale) => {
+            let number = |value| {
+                let text = Decimal128Type::format_decimal(value, precision, scale);
+                RawValue::from_string(text).ok()
+            };
+            footer_bounds(footer, index, decimal_bounds, |(lo, hi), (a, b)| {
+                (lo.min(a), hi.max(b))
+            })
+            .and_then(|(lo, hi)| Some((number(lo)?, number(hi)?)))
+        }
+        ty => footer_bounds(footer, index, |stats| chunk_bounds(stats, ty), widen).and_then(raw),
+    }
+}
+
+/// Bounds as raw JSON.
+fn raw((lo, hi): (Value, Value)) -> Option<(Box<RawValue>, Box<RawValue>)> {
+    let raw = serde_json::value::to_raw_value;
+    Some((raw(&lo).ok()?, raw(&hi).ok()?))
+}
+
+/// The nulls of column `index` over every row group of `footer`, when each says.
+fn footer_nulls(footer: &ParquetMetaData, index: usize) -> Option<u64> {
+    footer.row_groups().iter().try_fold(0u64, |sum, group| {
+        let column = group.columns().get(index)?;
+        Some(sum + column.statistics()?.null_count_opt()?)
+    })
 }
 
 /// Where each field's values start among a file's column chunks, and how many chunks it has.
