@@ -17,10 +17,9 @@
 //!   array is refused. (ClickHouse reads one into a `String` column as its text by default, with
 //!   `input_format_json_read_objects_as_strings`; sluice's `string` does not.)
 
-use std::fmt;
+use std::borrow::Cow;
 
 use arrow::array::RecordBatch;
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::builder::{Builder, MapBuilder, Step, StructBuilder, Unfit};
@@ -29,6 +28,7 @@ use super::quoted;
 use super::value::Value;
 use super::{Header, at_row, body_columns, pair};
 use crate::error::DecodeError;
+use crate::json::Entries;
 use crate::name::printable;
 use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, StructField, TableSchema};
@@ -230,11 +230,11 @@ fn inner(builder: &mut Builder, ty: &ColumnType, raw: &RawValue) -> Result<(), U
 fn map_entries(
     map: &mut MapBuilder,
     ty: &ColumnType,
-    entries: Vec<(String, &RawValue)>,
+    entries: Vec<(Cow<'_, str>, &RawValue)>,
 ) -> Result<(), Unfit> {
     for (key, value) in entries {
         map.keys().append_value(&key);
-        inner(map.values(), ty, value).map_err(|e| e.at(Step::Key(key)))?;
+        inner(map.values(), ty, value).map_err(|e| e.at(Step::Key(key.into_owned())))?;
     }
     map.close().map_err(Unfit::new)
 }
@@ -244,7 +244,7 @@ fn map_entries(
 fn struct_by_name(
     record: &mut StructBuilder,
     fields: &[StructField],
-    entries: Vec<(String, &RawValue)>,
+    entries: Vec<(Cow<'_, str>, &RawValue)>,
 ) -> Result<(), Unfit> {
     let mut given: Vec<Option<&RawValue>> = vec![None; fields.len()];
     for (key, value) in entries {
@@ -286,31 +286,6 @@ fn shown(text: &str) -> String {
         shown.push_str("...");
     }
     shown
-}
-
-/// A JSON object's entries in the order written, the values as their JSON text.
-struct Entries<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Entries<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Ordered;
-        impl<'de> Visitor<'de> for Ordered {
-            type Value = Entries<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                    entries.push(entry);
-                }
-                Ok(Entries(entries))
-            }
-        }
-        deserializer.deserialize_map(Ordered)
-    }
 }
 
 /// The body's rows, one JSON array at a time.

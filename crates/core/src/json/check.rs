@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 
 use super::JsonDialect;
 use super::frame::{Row as Framed, describe_start};
+use super::leaf::kind_of;
 use super::nested::{self, NestedValues};
 use crate::error::DecodeError;
 use crate::name::printable;
@@ -303,17 +304,6 @@ fn span(text: &[u8], value: &str) -> Range<usize> {
     // serde_json borrows a raw value read from a slice from that slice.
     let start = (value.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
     start..start + value.len()
-}
-
-/// A word for the kind of the JSON value `text`, for error messages.
-fn kind_of(text: &str) -> &'static str {
-    match text.as_bytes().first() {
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b'"') => "a string",
-        Some(b't' | b'f') => "a boolean",
-        _ => "a number",
-    }
 }
 
 /// A key: the index of the column it names, if any.

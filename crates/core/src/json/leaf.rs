@@ -240,14 +240,18 @@ fn timestamp(raw: &str, dialect: JsonDialect) -> Result<i64, String> {
 }
 
 /// "expected a boolean, found a string".
-fn expected(what: &str, raw: &str) -> String {
-    let found = match raw.as_bytes().first() {
+pub(super) fn expected(what: &str, raw: &str) -> String {
+    format!("expected {what}, found {}", kind_of(raw))
+}
+
+/// A word for the kind of the JSON value `raw`, for error messages.
+pub(super) fn kind_of(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
         Some(b'{') => "an object",
         Some(b'[') => "an array",
         Some(b'"') => "a string",
         Some(b't' | b'f') => "a boolean",
         Some(b'n') => "null",
         _ => "a number",
-    };
-    format!("expected {what}, found {found}")
+    }
 }

@@ -37,5 +37,6 @@ pub mod shape;
 pub use decode::{conform, decode_ndjson};
 pub use frame::count_rows;
 pub use infer::{infer_schema, new_columns};
+pub(crate) use nested::Entries;
 
 pub use crate::options::{DecodeOptions, JsonDialect};

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 
 use super::JsonDialect;
 use super::frame::Row as Framed;
-use super::leaf::Leaf;
+use super::leaf::{Leaf, expected};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{ColumnType, StructField};
@@ -445,20 +445,9 @@ fn member(name: &str) -> String {
     format!(".{}", printable(name))
 }
 
-/// "expected an array, found a string".
-fn expected(what: &str, raw: &str) -> String {
-    let found = match raw.as_bytes().first() {
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b'"') => "a string",
-        Some(b't' | b'f') => "a boolean",
-        _ => "a number",
-    };
-    format!("expected {what}, found {found}")
-}
-
-/// A JSON object's entries in order, duplicates kept, values left as text.
-struct Entries<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+/// A JSON object's entries in the order written, duplicates kept, each key borrowed from the
+/// text unless it has escapes and each value left as its JSON text.
+pub(crate) struct Entries<'a>(pub(crate) Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'de> Deserialize<'de> for Entries<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -220,11 +220,7 @@ fn micros(text: &str) -> Option<Option<i64>> {
             .ok()
             .and_then(|s| s.checked_mul(1_000_000))
     } else {
-        number.as_f64().and_then(|seconds| {
-            let micros = (seconds * 1_000_000.0).round();
-            // i64::MAX as f64 rounds up, so the comparison is strict.
-            (micros.is_finite() && micros.abs() < i64::MAX as f64).then_some(micros as i64)
-        })
+        number.as_f64().and_then(crate::text::seconds_to_micros)
     })
 }
 

@@ -175,7 +175,7 @@ impl ColumnType {
             Self::Struct(fields) => {
                 let fields: Vec<String> = fields
                     .iter()
-                    .map(|f| format!("{}: {}", quoted(&f.name), f.ty.name()))
+                    .map(|f| format!("{}: {}", quoted_field_name(&f.name), f.ty.name()))
                     .collect();
                 return Cow::Owned(format!("struct<{}>", fields.join(", ")));
             }
@@ -223,7 +223,11 @@ impl ColumnType {
                     .iter()
                     .map(|f| match unnamed {
                         true => f.ty.clickhouse_inner_name().into_owned(),
-                        false => format!("{} {}", quoted(&f.name), f.ty.clickhouse_inner_name()),
+                        false => format!(
+                            "{} {}",
+                            quoted_field_name(&f.name),
+                            f.ty.clickhouse_inner_name()
+                        ),
                     })
                     .collect();
                 return Cow::Owned(format!("Tuple({})", fields.join(", ")));
@@ -395,9 +399,10 @@ impl From<ColumnType> for String {
     }
 }
 
-/// A struct field's name as it is written in a type: as it is when it is a plain identifier,
-/// in backquotes otherwise.
-pub(super) fn quoted(name: &str) -> String {
+/// A struct field's name as it is written in a type, sluice's or ClickHouse's: as it is when it
+/// is a plain identifier, in backquotes otherwise, with `\` before a backquote or a backslash
+/// inside.
+pub fn quoted_field_name(name: &str) -> String {
     let plain = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if plain {

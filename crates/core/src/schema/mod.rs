@@ -21,7 +21,9 @@ use std::sync::Arc;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-pub use column_type::{ColumnType, LIST_ELEMENT, MAP_ENTRIES, MAP_KEY, MAP_VALUE, StructField};
+pub use column_type::{
+    ColumnType, LIST_ELEMENT, MAP_ENTRIES, MAP_KEY, MAP_VALUE, StructField, quoted_field_name,
+};
 pub use type_name::MAX_TYPE_DEPTH;
 
 use crate::error::ConfigError;

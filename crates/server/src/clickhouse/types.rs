@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 
 use sluice_core::ColumnType;
-use sluice_core::schema::StructField;
+use sluice_core::schema::{StructField, quoted_field_name};
 
 /// Which of ClickHouse's types a client knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,33 +97,13 @@ fn tuple(fields: &[StructField], known: Known) -> String {
         .map(|f| {
             let ty = inner(&f.ty, known);
             if named {
-                format!("{} {ty}", quoted(&f.name))
+                format!("{} {ty}", quoted_field_name(&f.name))
             } else {
                 ty.into_owned()
             }
         })
         .collect();
     format!("Tuple({})", elements.join(", "))
-}
-
-/// A tuple element's name as ClickHouse writes it: as it is when it is a plain identifier, in
-/// backquotes otherwise, with `\` before a backquote or a backslash inside.
-fn quoted(name: &str) -> String {
-    let plain = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain {
-        return name.to_owned();
-    }
-    let mut quoted = String::with_capacity(name.len() + 2);
-    quoted.push('`');
-    for c in name.chars() {
-        if c == '`' || c == '\\' {
-            quoted.push('\\');
-        }
-        quoted.push(c);
-    }
-    quoted.push('`');
-    quoted
 }
 
 #[cfg(test)]
