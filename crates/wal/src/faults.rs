@@ -48,16 +48,16 @@ struct FaultyFile {
 }
 
 impl SegmentFile for FaultyFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.faults.writes.fetch_add(1, Ordering::Relaxed);
         if self.faults.enospc.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(28)); // ENOSPC
         }
         if self.faults.short_write.swap(false, Ordering::Relaxed) {
-            self.inner.write_all(&buf[..buf.len() / 2])?;
+            self.inner.write_all_at(&buf[..buf.len() / 2], offset)?;
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
         }
-        self.inner.write_all(buf)
+        self.inner.write_all_at(buf, offset)
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -79,15 +79,15 @@ impl Storage for FaultyStorage {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         FsStorage.read(path)
     }
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
-        let inner = FsStorage.create(path)?;
+    fn create(&self, path: &Path, size: u64) -> io::Result<Box<dyn SegmentFile>> {
+        let inner = FsStorage.create(path, size)?;
         Ok(Box::new(FaultyFile {
             inner,
             faults: self.faults.clone(),
         }))
     }
-    fn open_append(&self, path: &Path, len: u64) -> io::Result<Box<dyn SegmentFile>> {
-        let inner = FsStorage.open_append(path, len)?;
+    fn open_at(&self, path: &Path, len: u64, size: u64) -> io::Result<Box<dyn SegmentFile>> {
+        let inner = FsStorage.open_at(path, len, size)?;
         Ok(Box::new(FaultyFile {
             inner,
             faults: self.faults.clone(),

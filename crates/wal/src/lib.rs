@@ -6,13 +6,15 @@
 //!   00000000000000052317.wal      the active segment
 //!   reserved-lsn                  every LSN handed out lies below the number it holds
 //!
-//! segment: +-----------------------------------+-------+-------+-----
-//!          | "SLUICWAL" | version u32 | 0 u32 | frame | frame | ...
-//!          +-----------------------------------+-------+-------+-----
+//! segment: +-----------------------------------+-------+-------+-----+-------------+
+//!          | "SLUICWAL" | version u32 | 0 u32 | frame | frame | ... | zeros       |
+//!          +-----------------------------------+-------+-------+-----+-------------+
 //! frame:   | len u32 | crc32c u32 | lsn u64 | payload (len bytes) |
 //! ```
 //!
-//! Appends from many producers share one `fdatasync` (group commit); segments rotate by size; the
+//! Appends from many producers share one `fdatasync` (group commit); segments are preallocated
+//! to their size, so a sync writes data, not a new file length (see [`storage`]); they rotate by
+//! size; the
 //! folder is fsynced after a segment is created or deleted. Recovery reads up to the last valid
 //! frame and cuts a torn tail, or refuses, by its mode. A failed fsync poisons the log.
 //!

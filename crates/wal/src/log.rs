@@ -3,7 +3,7 @@
 //! # Lifecycle
 //!
 //! - **Open**: list the segments, scan each (see `recovery`), cut a torn tail, refuse corruption
-//!   (by the recovery mode), and reopen the newest segment for appending at its valid end.
+//!   (by the recovery mode), and reopen the newest segment at its valid end, zeros past it.
 //! - **Replay**: [`Replay::for_each`] hands every recovered frame to the caller, in log order,
 //!   before new frames are appended.
 //! - **Append**: [`Wal::append`] gives the payload its LSN and queues its frame under one short
@@ -247,7 +247,8 @@ impl Wal {
             mode: config.recovery,
         };
 
-        let active = open_active(storage.as_ref(), &dir, &mut kept, next_lsn)?;
+        let segment_bytes = config.segment_bytes.max(SEGMENT_HEADER_LEN as u64 + 1);
+        let active = open_active(storage.as_ref(), &dir, &mut kept, next_lsn, segment_bytes)?;
         let segments: VecDeque<(u64, PathBuf)> = kept
             .into_iter()
             .map(|(first, path, _)| (first, path))
@@ -265,7 +266,6 @@ impl Wal {
             outstanding,
             reservation,
         };
-        let segment_bytes = config.segment_bytes.max(SEGMENT_HEADER_LEN as u64 + 1);
         let wal = Wal::start(queue, storage, dir, segment_bytes, active, segments)?;
         Ok((wal, replay, recovered))
     }
@@ -445,7 +445,7 @@ impl Writer {
         {
             self.rotate(first_lsn)?;
         }
-        if let Err(e) = self.active.file.write_all(buf) {
+        if let Err(e) = self.active.file.write_all_at(buf, self.active.len) {
             let message = format!("cannot write to the WAL in {}: {e}", self.dir.display());
             // Drop whatever part of the group reached the file, so the next group follows the
             // last good frame.
@@ -465,8 +465,13 @@ impl Writer {
     }
 
     fn rotate(&mut self, first_lsn: u64) -> Result<(), String> {
-        let (file, path) = create_segment(self.storage.as_ref(), &self.dir, first_lsn)
-            .map_err(|e| e.to_string())?;
+        let (file, path) = create_segment(
+            self.storage.as_ref(),
+            &self.dir,
+            first_lsn,
+            self.segment_bytes,
+        )
+        .map_err(|e| e.to_string())?;
         self.active = Active {
             file,
             len: SEGMENT_HEADER_LEN as u64,
@@ -572,7 +577,8 @@ fn recover_segments(
                     mode: config.recovery,
                 });
             }
-            let cut = bytes.len() - scan.valid_len;
+            let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            let cut = written.saturating_sub(scan.valid_len);
             tracing::warn!(segment = %path.display(), offset = problem.offset, reason = problem.reason, bytes = cut, "cutting the torn tail of the WAL");
             recovered.cut_tail = Some((path.clone(), problem, cut as u64));
         }
@@ -616,19 +622,21 @@ fn reserve_next_lsn(
     Ok((reservation, next_lsn))
 }
 
-/// Reopens the newest kept segment at its valid end for appending, or, when none is kept,
-/// creates a fresh segment starting at `next_lsn` and adds it to `kept`.
+/// Reopens the newest kept segment at its valid end, with zeros past it, or, when none is
+/// kept, creates a fresh segment starting at `next_lsn` and adds it to `kept`. Either is
+/// `segment_bytes` long.
 fn open_active(
     storage: &dyn Storage,
     dir: &Path,
     kept: &mut Vec<(u64, PathBuf, usize)>,
     next_lsn: u64,
+    segment_bytes: u64,
 ) -> Result<Active, WalError> {
     // The newest segment takes new frames unless it is missing or unusable.
     let active = match kept.last() {
         Some((_, path, valid_len)) => {
             let file = storage
-                .open_append(path, *valid_len as u64)
+                .open_at(path, *valid_len as u64, segment_bytes)
                 .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
             Active {
                 file,
@@ -636,7 +644,7 @@ fn open_active(
             }
         }
         _ => {
-            let (file, path) = create_segment(storage, dir, next_lsn)?;
+            let (file, path) = create_segment(storage, dir, next_lsn, segment_bytes)?;
             kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
             Active {
                 file,
@@ -647,16 +655,20 @@ fn open_active(
     Ok(active)
 }
 
-/// Creates a segment named for `first_lsn`, writes its header and makes both durable.
+/// Creates a segment named for `first_lsn`, `segment_bytes` long, writes its header and makes
+/// both durable.
 fn create_segment(
     storage: &dyn Storage,
     dir: &Path,
     first_lsn: u64,
+    segment_bytes: u64,
 ) -> Result<(Box<dyn SegmentFile>, PathBuf), WalError> {
     let path = segment_path(dir, first_lsn);
     let io = |what: &str, e| WalError::io(format!("cannot {what} {}", path.display()), e);
-    let mut file = storage.create(&path).map_err(|e| io("create", e))?;
-    file.write_all(&segment_header())
+    let mut file = storage
+        .create(&path, segment_bytes)
+        .map_err(|e| io("create", e))?;
+    file.write_all_at(&segment_header(), 0)
         .map_err(|e| io("write", e))?;
     file.sync_data().map_err(|e| io("fsync", e))?;
     storage

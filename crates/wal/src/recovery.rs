@@ -15,6 +15,10 @@
 //! frames were never acknowledged (their fsync never returned). The cost of this choice is that
 //! a flipped bit in a frame of the newest segment drops the frames after it; `skip_corrupt`
 //! keeps them at the risk of replaying frames that were never acknowledged.
+//!
+//! Segments are preallocated, so a segment's frames are followed by zeros up to its size. Zeros
+//! from a frame boundary to the end of the file are where its frames end, in every mode; zeros
+//! followed by anything else are a bad frame like any other.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,8 +28,13 @@ use crate::frame::{self, Decoded};
 /// The segment header: magic and format version.
 pub const SEGMENT_MAGIC: &[u8; 8] = b"SLUICWAL";
 
-/// The on-disk format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format version new segments get. Version 2 segments are preallocated, so zeros
+/// follow their frames; an older sluice, which knows only version 1, refuses them by name rather
+/// than reading those zeros as a damaged frame.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The versions recovery reads: version 1 segments grew as they were written.
+const READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER_LEN: usize = 16;
@@ -126,7 +135,10 @@ pub fn scan(
         });
         return result;
     }
-    if bytes[8..12] != FORMAT_VERSION.to_le_bytes() {
+    if !READABLE_VERSIONS
+        .iter()
+        .any(|v| bytes[8..12] == v.to_le_bytes())
+    {
         result.end_problem = Some(Problem {
             offset: 8,
             reason: "unknown WAL format version",
@@ -146,8 +158,11 @@ pub fn scan(
                 offset += size;
                 result.valid_len = offset;
             }
+            _ if is_unwritten(&bytes[offset..]) => break,
             decoded => {
+                let head = &bytes[offset..bytes.len().min(offset + frame::HEADER_LEN)];
                 let reason = match decoded {
+                    _ if is_unwritten(head) => "zeros where a frame should start, then data",
                     Decoded::Frame { .. } => "log sequence number went backwards",
                     Decoded::Incomplete => "the frame is cut short",
                     Decoded::Corrupt(reason) => reason,
@@ -166,6 +181,12 @@ pub fn scan(
         }
     }
     result
+}
+
+/// Whether `bytes` are all zeros: the preallocated rest of a segment that no frame reached yet.
+/// No frame starts with zeros, since LSN 0 is never written.
+pub fn is_unwritten(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
 }
 
 /// Where the next frame starts if the bad frame at `offset` has a usable length and is followed
@@ -233,6 +254,32 @@ mod tests {
         let (seen, scan) = lsns(&bytes, RecoveryMode::TolerateTail);
         assert_eq!(seen, [1]);
         assert_eq!(scan.end_problem.unwrap().offset, second);
+    }
+
+    #[test]
+    fn zeros_to_the_end_are_the_unwritten_rest() {
+        let written = segment(&[(1, b"a"), (2, b"bb")]);
+        let mut bytes = written.clone();
+        bytes.resize(written.len() + 4096, 0);
+        let (seen, scan) = lsns(&bytes, RecoveryMode::Strict);
+        assert_eq!(seen, [1, 2]);
+        assert_eq!(scan.valid_len, written.len());
+        assert_eq!(scan.end_problem, None);
+    }
+
+    #[test]
+    fn zeros_followed_by_data_are_a_bad_frame() {
+        let written = segment(&[(1, b"a")]);
+        let mut bytes = written.clone();
+        bytes.resize(written.len() + 64, 0);
+        frame::encode(2, b"after a gap", &mut bytes);
+        let (seen, scan) = lsns(&bytes, RecoveryMode::TolerateTail);
+        assert_eq!(seen, [1]);
+        assert_eq!(scan.valid_len, written.len());
+        assert_eq!(
+            scan.end_problem.unwrap().reason,
+            "zeros where a frame should start, then data"
+        );
     }
 
     #[test]

@@ -121,8 +121,11 @@ impl Reservation {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(fail("remove", e)),
         }
-        let mut file = self.storage.create(&tmp).map_err(|e| fail("create", e))?;
-        file.write_all(&encode(reserved))
+        let mut file = self
+            .storage
+            .create(&tmp, 0)
+            .map_err(|e| fail("create", e))?;
+        file.write_all_at(&encode(reserved), 0)
             .map_err(|e| fail("write", e))?;
         file.sync_data().map_err(|e| fail("fsync", e))?;
         drop(file);

@@ -1,17 +1,25 @@
 //! File access, behind a small trait so tests can inject faults (short writes, fsync errors,
 //! a full disk) into a log that otherwise runs on real files.
+//!
+//! Segments are preallocated: a new segment takes its whole size at once, as zeros, before the
+//! log writes to it. Appending to a file changes its size, and `fdatasync` must then write the
+//! inode as well as the data; writing inside space the file already has does not. So a segment's
+//! frames are written at an offset, and the rest of the file reads as zeros until frames fill
+//! it. Preallocation is best effort: where the file system cannot do it, the segment grows as
+//! it is written, which is correct, only slower to sync.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// An open segment the log appends to.
+/// An open segment the log writes to.
 pub trait SegmentFile: Send {
-    /// Writes all of `buf` at the end of the file.
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Writes all of `buf` at byte `offset`.
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes everything written so far durable (fdatasync).
     fn sync_data(&mut self) -> io::Result<()>;
-    /// Cuts the file to `len` bytes (drops a partial write).
+    /// Drops everything from byte `len` on (a partial write): it reads as zeros again.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
 }
 
@@ -21,10 +29,12 @@ pub trait Storage: Send + Sync + 'static {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
-    /// Creates a new, empty file (failing if it exists) open for appending.
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>>;
-    /// Opens an existing file for appending after cutting it to `len` bytes.
-    fn open_append(&self, path: &Path, len: u64) -> io::Result<Box<dyn SegmentFile>>;
+    /// Creates a new file (failing if it exists) of `size` zeros, preallocated where the file
+    /// system can.
+    fn create(&self, path: &Path, size: u64) -> io::Result<Box<dyn SegmentFile>>;
+    /// Opens an existing file, drops everything from byte `len` on and makes it `size` bytes
+    /// again, zeros past `len`, durably.
+    fn open_at(&self, path: &Path, len: u64, size: u64) -> io::Result<Box<dyn SegmentFile>>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to` if it exists (atomically, as rename(2) does).
@@ -41,11 +51,21 @@ pub struct FsStorage;
 
 struct FsFile {
     file: File,
+    /// The size the file is kept at: its preallocation.
+    size: u64,
+}
+
+impl FsFile {
+    /// Cuts the file at `len` and gives it back its size, as zeros past `len`.
+    fn cut(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        preallocate(&self.file, self.size)
+    }
 }
 
 impl SegmentFile for FsFile {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file.write_all(buf)
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -53,10 +73,26 @@ impl SegmentFile for FsFile {
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)?;
-        // The file is opened for appending, so the next write lands at the new end.
-        Ok(())
+        self.cut(len)
     }
+}
+
+/// Gives `file` space for `size` bytes, as zeros, and makes it at least `size` bytes long.
+/// Where the space cannot be had (no preallocation in the file system, or not `size` bytes
+/// free), the file is made sparse instead: its writes allocate as they go, and fail only when
+/// the disk is really full.
+fn preallocate(file: &File, size: u64) -> io::Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    if rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size).is_ok() {
+        return Ok(());
+    }
+    if file.metadata()?.len() < size {
+        file.set_len(size)?;
+    }
+    Ok(())
 }
 
 impl Storage for FsStorage {
@@ -76,21 +112,18 @@ impl Storage for FsStorage {
         Ok(bytes)
     }
 
-    fn create(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(path)?;
-        Ok(Box::new(FsFile { file }))
+    fn create(&self, path: &Path, size: u64) -> io::Result<Box<dyn SegmentFile>> {
+        let file = OpenOptions::new().create_new(true).write(true).open(path)?;
+        preallocate(&file, size)?;
+        Ok(Box::new(FsFile { file, size }))
     }
 
-    fn open_append(&self, path: &Path, len: u64) -> io::Result<Box<dyn SegmentFile>> {
-        let file = OpenOptions::new().append(true).open(path)?;
-        if file.metadata()?.len() != len {
-            file.set_len(len)?;
-            file.sync_data()?;
-        }
-        Ok(Box::new(FsFile { file }))
+    fn open_at(&self, path: &Path, len: u64, size: u64) -> io::Result<Box<dyn SegmentFile>> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        let mut file = FsFile { file, size };
+        file.cut(len)?;
+        file.file.sync_data()?;
+        Ok(Box::new(file))
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {

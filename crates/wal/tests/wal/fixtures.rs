@@ -57,21 +57,25 @@ fn torn_tail_is_cut_or_refused_by_mode() {
     let (_, problem, cut) = recovered.cut_tail.unwrap();
     assert_eq!(problem.reason, "the frame is cut short");
     assert!(cut > 0);
-    // The cut is on disk: the segment now ends after frame 3.
-    let len = std::fs::metadata(dir.path().join("00000000000000000001.wal"))
-        .unwrap()
-        .len();
-    assert_eq!(len, 16 + 3 * (16 + 9));
+    // The cut is on disk: after frame 3 the segment holds only zeros, up to its preallocation.
+    let bytes = std::fs::read(dir.path().join("00000000000000000001.wal")).unwrap();
+    let end = 16 + 3 * (16 + 9);
+    assert_eq!(bytes.len() as u64, sluice_wal::DEFAULT_SEGMENT_BYTES);
+    assert!(bytes[end - 1] != 0 && bytes[end..].iter().all(|&b| b == 0));
     let (_dir, result) = open("torn_tail.wal", RecoveryMode::Strict, false);
     assert!(matches!(result, Err(WalError::Corrupt { .. })));
 }
 
 #[test]
-fn zeroed_tail_is_a_torn_tail() {
-    let (_dir, result) = open("zeroed_tail.wal", RecoveryMode::TolerateTail, false);
-    let (frames, recovered) = result.unwrap();
-    assert_eq!(lsns(&frames), [1, 2]);
-    assert_eq!(recovered.cut_tail.unwrap().2, 4096);
+fn zeroed_tail_is_the_unwritten_rest() {
+    // Zeros after the last frame are what a preallocated segment holds where no frame reached:
+    // the end of the log, in every mode, with nothing to cut.
+    for mode in [RecoveryMode::Strict, RecoveryMode::TolerateTail] {
+        let (_dir, result) = open("zeroed_tail.wal", mode, false);
+        let (frames, recovered) = result.unwrap();
+        assert_eq!(lsns(&frames), [1, 2]);
+        assert!(recovered.cut_tail.is_none());
+    }
 }
 
 #[test]
