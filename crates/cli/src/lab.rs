@@ -1022,13 +1022,18 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
         config.connections, config.duration
     );
     println!(
-        "  {:<28} {:>12} {:<9} {:>7} {:>16}",
-        "phase", "per s", "", "errors", "server CPU us/req"
+        "  {:<28} {:>12} {:<9} {:>7} {:>18} {:>18}",
+        "phase", "per s", "", "errors", "server CPU us/req", "client CPU us/req"
     );
     let report = http::run(config, |phase| {
         println!(
-            "  {:<28} {:>12.0} {:<9} {:>7} {:>16.1}",
-            phase.name, phase.per_s, phase.unit, phase.errors, phase.server_cpu_us
+            "  {:<28} {:>12.0} {:<9} {:>7} {:>18.1} {:>18.1}",
+            phase.name,
+            phase.per_s,
+            phase.unit,
+            phase.errors,
+            phase.server_cpu_us,
+            phase.client_cpu_us
         );
     })
     .await

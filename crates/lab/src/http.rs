@@ -11,6 +11,8 @@
 //! Each phase also reads the server's CPU time before and after, so it reports what one request
 //! costs the server in CPU microseconds. That figure holds still on a busy machine, where the
 //! rates move with whatever else runs: the client shares the machine, so the rates measure both.
+//! It reads its own CPU time the same way, so the report also says what each request cost the
+//! load generator, which takes its share of the same cores.
 //!
 //! The two ratios are read against the project's goals: 1-row async inserts at
 //! [`ASYNC_VS_PING_GOAL`] of the ping rate or more, durable at [`DURABLE_VS_ASYNC_GOAL`] of
@@ -31,7 +33,7 @@ use serde::Serialize;
 
 use crate::events::COLUMNS_TOML;
 use crate::load::{self, LoadConfig, Progress, Stop};
-use crate::process::ServerProcess;
+use crate::process::{self, ServerProcess};
 
 /// The goal for 1-row async inserts per second over `GET /ping` answers per second.
 pub const ASYNC_VS_PING_GOAL: f64 = 0.75;
@@ -80,6 +82,10 @@ pub struct Phase {
     pub answered: u64,
     /// The server's CPU time per answered request, in microseconds; 0 when it cannot be read.
     pub server_cpu_us: f64,
+    /// This process's CPU time per answered request, in microseconds: what the load generator
+    /// spent on each, since the lab does nothing else while a phase runs; 0 when it cannot be
+    /// read.
+    pub client_cpu_us: f64,
 }
 
 /// Every figure of one run.
@@ -97,24 +103,32 @@ pub struct HttpReport {
     pub ping_errors: u64,
     /// The server's CPU microseconds per ping.
     pub ping_server_cpu_us: f64,
+    /// The load generator's CPU microseconds per ping.
+    pub ping_client_cpu_us: f64,
     /// 1-row inserts with `ack=async` acknowledged, per second.
     pub async_inserts_per_s: f64,
     /// 1-row async inserts that failed.
     pub async_errors: u64,
     /// The server's CPU microseconds per 1-row async insert.
     pub async_server_cpu_us: f64,
+    /// The load generator's CPU microseconds per 1-row async insert.
+    pub async_client_cpu_us: f64,
     /// 1-row inserts with `ack=durable` acknowledged, per second.
     pub durable_inserts_per_s: f64,
     /// 1-row durable inserts that failed.
     pub durable_errors: u64,
     /// The server's CPU microseconds per 1-row durable insert.
     pub durable_server_cpu_us: f64,
+    /// The load generator's CPU microseconds per 1-row durable insert.
+    pub durable_client_cpu_us: f64,
     /// Rows acknowledged per second in 1,000-row inserts with `ack=durable`.
     pub rows_1000_durable_per_s: f64,
     /// 1,000-row durable inserts that failed.
     pub rows_1000_durable_errors: u64,
     /// The server's CPU microseconds per 1,000-row durable insert.
     pub rows_1000_durable_server_cpu_us: f64,
+    /// The load generator's CPU microseconds per 1,000-row durable insert.
+    pub rows_1000_durable_client_cpu_us: f64,
     /// `async_inserts_per_s / ping_per_s`.
     pub async_vs_ping: f64,
     /// [`ASYNC_VS_PING_GOAL`].
@@ -162,16 +176,16 @@ pub async fn run(
     // The warm-up's figures are not kept: the measured pings show the same failures.
     let warm_up = config.duration.min(MAX_WARM_UP);
     ping_for(server.addr, config.connections, warm_up).await?;
-    let cpu_before = server.cpu_time();
+    let before = CpuTimes::read(&server);
     let mut ping = ping_for(server.addr, config.connections, config.duration).await?;
-    ping.server_cpu_us = cpu_per_request(cpu_before, server.cpu_time(), ping.answered);
+    CpuTimes::read(&server).charge(&before, &mut ping);
     on_phase(&ping);
     let mut inserts = Vec::with_capacity(INSERT_PHASES.len());
     for (i, spec) in INSERT_PHASES.iter().enumerate() {
         let id_offset = ID_SPACING * (i as u64 + 1);
-        let cpu_before = server.cpu_time();
+        let before = CpuTimes::read(&server);
         let mut phase = insert_phase(&config, server.addr, spec, id_offset).await?;
-        phase.server_cpu_us = cpu_per_request(cpu_before, server.cpu_time(), phase.answered);
+        CpuTimes::read(&server).charge(&before, &mut phase);
         on_phase(&phase);
         inserts.push(phase);
     }
@@ -251,6 +265,7 @@ async fn insert_phase(
         errors: report.errors.values().sum(),
         answered: report.inserts_acked,
         server_cpu_us: 0.0,
+        client_cpu_us: 0.0,
     })
 }
 
@@ -272,15 +287,19 @@ fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpRep
         ping_per_s: ping.per_s,
         ping_errors: ping.errors,
         ping_server_cpu_us: ping.server_cpu_us,
+        ping_client_cpu_us: ping.client_cpu_us,
         async_inserts_per_s: async_one.per_s,
         async_errors: async_one.errors,
         async_server_cpu_us: async_one.server_cpu_us,
+        async_client_cpu_us: async_one.client_cpu_us,
         durable_inserts_per_s: durable_one.per_s,
         durable_errors: durable_one.errors,
         durable_server_cpu_us: durable_one.server_cpu_us,
+        durable_client_cpu_us: durable_one.client_cpu_us,
         rows_1000_durable_per_s: durable_batch.per_s,
         rows_1000_durable_errors: durable_batch.errors,
         rows_1000_durable_server_cpu_us: durable_batch.server_cpu_us,
+        rows_1000_durable_client_cpu_us: durable_batch.client_cpu_us,
         async_vs_ping,
         async_vs_ping_goal: ASYNC_VS_PING_GOAL,
         async_vs_ping_met: async_vs_ping >= ASYNC_VS_PING_GOAL,
@@ -290,8 +309,29 @@ fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpRep
     }
 }
 
-/// The server's CPU time between two readings over `answered` requests, in microseconds; 0 when
-/// either reading is missing or nothing was answered.
+/// The CPU time the server and this process have used so far.
+struct CpuTimes {
+    server: Option<Duration>,
+    client: Option<Duration>,
+}
+
+impl CpuTimes {
+    fn read(server: &ServerProcess) -> Self {
+        Self {
+            server: server.cpu_time(),
+            client: process::own_cpu_time(),
+        }
+    }
+
+    /// Sets `phase`'s CPU per request from the time used since `before`.
+    fn charge(&self, before: &CpuTimes, phase: &mut Phase) {
+        phase.server_cpu_us = cpu_per_request(before.server, self.server, phase.answered);
+        phase.client_cpu_us = cpu_per_request(before.client, self.client, phase.answered);
+    }
+}
+
+/// The CPU time between two readings over `answered` requests, in microseconds; 0 when either
+/// reading is missing or nothing was answered.
 fn cpu_per_request(before: Option<Duration>, after: Option<Duration>, answered: u64) -> f64 {
     match (before, after) {
         (Some(before), Some(after)) if answered > 0 => {
@@ -332,6 +372,7 @@ async fn ping_for(
         errors,
         answered,
         server_cpu_us: 0.0,
+        client_cpu_us: 0.0,
     })
 }
 

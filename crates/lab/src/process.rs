@@ -114,13 +114,7 @@ impl ServerProcess {
     /// `/proc/<pid>/stat` cannot be read (not Linux). `/proc` counts in ticks of `USER_HZ`,
     /// which Linux fixes at 100 per second for what it shows there.
     pub fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // The command name, in parentheses, may hold spaces: the fields that follow are counted
-        // from its closing parenthesis. utime and stime are the 14th and 15th fields.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-        let total = ticks(11)? + ticks(12)?;
-        Some(Duration::from_millis(total * 10))
+        cpu_time_in(&format!("/proc/{}/stat", self.child.id()))
     }
 
     /// SIGKILL, and wait for the process to be gone.
@@ -180,4 +174,21 @@ impl Drop for ServerProcess {
 /// The `sluice` binary this process runs as, for commands that start servers of their own.
 pub fn current_binary() -> std::io::Result<PathBuf> {
     std::env::current_exe()
+}
+
+/// CPU time this process has used so far, user and system, all its threads, read as
+/// [`ServerProcess::cpu_time`] reads the server's: a lab's own share of the machine.
+pub fn own_cpu_time() -> Option<Duration> {
+    cpu_time_in("/proc/self/stat")
+}
+
+/// The user and system time in a `/proc/<pid>/stat` file.
+fn cpu_time_in(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name, in parentheses, may hold spaces: the fields that follow are counted
+    // from its closing parenthesis. utime and stime are the 14th and 15th fields.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    let total = ticks(11)? + ticks(12)?;
+    Some(Duration::from_millis(total * 10))
 }

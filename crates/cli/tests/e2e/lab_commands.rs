@@ -575,12 +575,17 @@ fn http_reports_pings_inserts_and_their_ratios() {
     ] {
         assert_eq!(report[errors], 0, "{errors} in {report}");
     }
-    // Linux shows every process's CPU time in /proc, so each phase has a cost per request.
+    // Linux shows every process's CPU time in /proc, so each phase has a cost per request, on
+    // the server and in the load generator.
     for cpu in [
         "ping_server_cpu_us",
         "async_server_cpu_us",
         "durable_server_cpu_us",
         "rows_1000_durable_server_cpu_us",
+        "ping_client_cpu_us",
+        "async_client_cpu_us",
+        "durable_client_cpu_us",
+        "rows_1000_durable_client_cpu_us",
     ] {
         assert!(figure(cpu) > 0.0, "{cpu} in {report}");
     }
