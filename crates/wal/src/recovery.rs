@@ -128,6 +128,14 @@ pub fn scan(
         });
         return result;
     }
+    if is_unwritten(&bytes[..SEGMENT_HEADER_LEN]) {
+        // A crash between preallocating a segment and writing its header.
+        result.end_problem = Some(Problem {
+            offset: 0,
+            reason: "the segment header was never written",
+        });
+        return result;
+    }
     if &bytes[..8] != SEGMENT_MAGIC {
         result.end_problem = Some(Problem {
             offset: 0,
@@ -279,6 +287,16 @@ mod tests {
         assert_eq!(
             scan.end_problem.unwrap().reason,
             "zeros where a frame should start, then data"
+        );
+    }
+
+    #[test]
+    fn a_preallocated_segment_without_its_header_holds_nothing() {
+        let scan = scan(&[0u8; 4096], RecoveryMode::TolerateTail, 0, |_, _| {});
+        assert_eq!(scan.valid_len, 0);
+        assert_eq!(
+            scan.end_problem.unwrap().reason,
+            "the segment header was never written"
         );
     }
 

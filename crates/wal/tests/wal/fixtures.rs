@@ -132,6 +132,24 @@ fn a_newest_segment_without_its_header_is_replaced() {
 }
 
 #[test]
+fn a_preallocated_newest_segment_without_its_header_is_replaced() {
+    // A crash after a segment took its space and before its header reached the disk.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("00000000000000000001.wal"), [0u8; 4096]).unwrap();
+    let (wal, replay, recovered) =
+        Wal::open(WalConfig::new(dir.path()), Arc::new(FsStorage), 0).unwrap();
+    replay.for_each(|_, _| panic!("no frame")).unwrap();
+    assert_eq!(recovered.frames, 0);
+    let appended = wal.append(b"after").unwrap();
+    futures_lite_block_on(appended.durable.wait()).unwrap();
+    wal.close();
+    let (_, replay, _) = Wal::open(WalConfig::new(dir.path()), Arc::new(FsStorage), 0).unwrap();
+    let mut payloads = Vec::new();
+    replay.for_each(|_, p| payloads.push(p.to_vec())).unwrap();
+    assert_eq!(payloads, [b"after".to_vec()]);
+}
+
+#[test]
 fn bad_magic_is_refused_in_an_older_segment() {
     let (_dir, result) = open("bad_magic.wal", RecoveryMode::TolerateTail, true);
     assert!(matches!(
