@@ -79,6 +79,9 @@ impl Storage for FaultyStorage {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         FsStorage.read(path)
     }
+    fn read_prefix(&self, path: &Path, len: u64) -> io::Result<Vec<u8>> {
+        FsStorage.read_prefix(path, len)
+    }
     fn create(&self, path: &Path, size: u64) -> io::Result<Box<dyn SegmentFile>> {
         let inner = FsStorage.create(path, size)?;
         Ok(Box::new(FaultyFile {

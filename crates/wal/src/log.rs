@@ -198,10 +198,9 @@ impl Replay {
         for (path, valid_len) in &self.segments {
             let bytes = self
                 .storage
-                .read(path)
+                .read_prefix(path, *valid_len as u64)
                 .map_err(|e| WalError::io(format!("cannot read {}", path.display()), e))?;
-            let bytes = &bytes[..(*valid_len).min(bytes.len())];
-            let scan = recovery::scan(bytes, self.mode, last, &mut f);
+            let scan = recovery::scan(&bytes, self.mode, last, &mut f);
             last = scan.last_lsn.unwrap_or(last);
         }
         Ok(())

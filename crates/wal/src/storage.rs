@@ -29,6 +29,13 @@ pub trait Storage: Send + Sync + 'static {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The first `len` bytes of a file, or all of it when it is shorter: what replay reads of a
+    /// segment, whose preallocated rest it need not.
+    fn read_prefix(&self, path: &Path, len: u64) -> io::Result<Vec<u8>> {
+        let mut bytes = self.read(path)?;
+        bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(bytes)
+    }
     /// Creates a new file (failing if it exists) of `size` zeros, preallocated where the file
     /// system can.
     fn create(&self, path: &Path, size: u64) -> io::Result<Box<dyn SegmentFile>>;
@@ -109,6 +116,12 @@ impl Storage for FsStorage {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let mut bytes = Vec::new();
         File::open(path)?.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn read_prefix(&self, path: &Path, len: u64) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        File::open(path)?.take(len).read_to_end(&mut bytes)?;
         Ok(bytes)
     }
 
