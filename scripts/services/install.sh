@@ -37,8 +37,8 @@ if ! "$venv/bin/python" -c 'import deltalake, pyarrow' 2>/dev/null; then
 fi
 
 # The S3 server whose conditional writes are atomic, which the fleet test's three sluice
-# processes commit to one Delta table on (moto's server mode, from PyPI into the same
-# virtualenv; see scripts/services/moto.sh).
+# processes commit to one Delta table on (moto's server, from PyPI into the same virtualenv,
+# handed one request at a time; see scripts/services/moto.sh).
 SLUICE_PYTHON_VENV="$venv" "$(dirname "$0")/moto.sh" install
 
 # The S3-compatible server the object-store lake test writes to (s3s-fs, built from crates.io

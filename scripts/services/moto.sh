@@ -5,8 +5,9 @@
 #
 # s3s-fs (scripts/services/s3.sh) answers a second `PUT` with `If-None-Match: *` with 412, but
 # checks and writes in two steps: of eight such PUTs racing for one key, several get 200, and
-# a Delta commit could overwrite another writer's. moto checks and stores in one step: one
-# gets 200, the others 412, as on AWS S3.
+# a Delta commit could overwrite another writer's. moto does too, less often; run by
+# moto_serialized.py, which hands it one request at a time, one gets 200 and the others 412,
+# as on AWS S3.
 #
 #   scripts/services/moto.sh install                 install it if missing
 #   scripts/services/moto.sh start DIR PORT BUCKET   serve on PORT with an empty BUCKET;
@@ -43,7 +44,8 @@ case "$action" in
     bucket=${4:?$usage}
     install
     mkdir -p "$dir"
-    nohup "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$dir/server.log" 2>&1 &
+    nohup "$venv/bin/python" "$root/scripts/services/moto_serialized.py" 127.0.0.1 "$port" \
+      >"$dir/server.log" 2>&1 &
     echo $! >"$dir/server.pid"
     url="http://127.0.0.1:$port"
     for _ in $(seq 1 300); do

@@ -328,9 +328,9 @@ fn s3_storage_options(endpoint: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A throwaway S3 server whose conditional writes are atomic (moto's server mode, in the
-/// Python reader's virtualenv), with one bucket: several sluice processes can commit to one
-/// Delta table in it. Its objects live in its memory.
+/// A throwaway S3 server whose conditional writes are atomic (moto's server, handed one request
+/// at a time, in the Python reader's virtualenv), with one bucket: several sluice processes can
+/// commit to one Delta table in it. Its objects live in its memory.
 pub struct Moto {
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,

@@ -1,7 +1,8 @@
 //! A fleet an operator can run: three sluice instances, each with its own data directory and
 //! write-ahead log, behind HAProxy, which health-checks `/health` and neither retries nor
 //! redispatches a request, as a Kubernetes Service does not. They share one Delta table in S3
-//! (moto's server, whose conditional writes are atomic), or one PostgreSQL table.
+//! (moto's server, handed one request at a time so that its conditional writes are atomic), or
+//! one PostgreSQL table.
 //!
 //! 64 producers send single-row `durable` inserts through HAProxy while the instances are
 //! restarted one after another by SIGTERM, each back in HAProxy's rotation before the next
