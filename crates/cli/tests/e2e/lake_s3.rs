@@ -4,27 +4,31 @@
 //! back over S3, say which flushes landed), compacts the table in place, and an independent
 //! reader (the Python `deltalake` package, over S3) sees exactly the acknowledged rows. A store
 //! that is down when sluice starts does not stop the start: the rows land once it answers. One
-//! that hangs holds up no flush and no shutdown.
+//! that hangs holds up no flush and no shutdown. Commits whose answers are lost land once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::lossy_s3::LossyS3;
 use crate::common::{self, assert_exactly_once, delta_read_at};
 use sluice_lab::events::COLUMNS_TOML;
 use sluice_lab::load::{Endpoint, Progress};
 use sluice_lab::process::ServerProcess;
-use sluice_lab::services::S3;
+use sluice_lab::services::{Moto, S3};
 
 fn config(s3: &S3) -> String {
-    let storage = common::storage_toml(&s3.storage_options());
+    config_in(&s3.bucket, &common::storage_toml(&s3.storage_options()))
+}
+
+/// The config of a lake in `bucket`, reached with the `[lake.storage]` lines `storage`.
+fn config_in(bucket: &str, storage: &str) -> String {
     format!(
-        "[lake]\nroot = \"s3://{}/lake\"\n[lake.storage]\n{storage}\
+        "[lake]\nroot = \"s3://{bucket}/lake\"\n[lake.storage]\n{storage}\
          [lake.compaction]\nenabled = false\n\
          [tables.load]\ncolumns = {COLUMNS_TOML}\npartition_by = \"service\"\n\
-         [tables.load.flush]\nmax_rows = 500\nmax_age = \"100ms\"\n",
-        s3.bucket
+         [tables.load.flush]\nmax_rows = 500\nmax_age = \"100ms\"\n"
     )
 }
 
@@ -186,4 +190,85 @@ async fn an_object_store_that_hangs_holds_up_no_flush_and_no_shutdown() {
     let (read, counts) = read_ids(&s3);
     assert_eq!(read, 11);
     assert_exactly_once(&counts, &[(0, 11)]);
+}
+
+/// A commit whose answer is lost lands once. Behind [`LossyS3`], every log entry sluice PUTs
+/// is kept by the server while sluice is told `500`; object_store tries the PUT again and is
+/// refused, the entry being there. Every flush's rows are in the table once, and a merge's
+/// swap keeps the file it made live: the reader, which reads every live file, sees each row
+/// once after compaction too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_whose_answers_are_lost_land_once_and_merges_keep_their_files() {
+    let moto = Moto::start("lake").unwrap();
+    let lossy = LossyS3::start(&moto.endpoint).await;
+    let through_proxy: Vec<(&str, String)> = moto
+        .storage_options()
+        .into_iter()
+        .map(|(k, v)| match k {
+            "aws_endpoint" => (k, lossy.endpoint.clone()),
+            _ => (k, v),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config_path = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config_path,
+        config_in(&moto.bucket, &common::storage_toml(&through_proxy)),
+    )
+    .unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
+
+    // Two rounds further apart than `max_age`: each partition gets two parts at least, for a
+    // merge.
+    let mut server = ServerProcess::spawn(binary, &data_dir, Some(&config_path)).unwrap();
+    let rows = 1_500;
+    let mut acked = Vec::new();
+    for round in 0..2 {
+        let mut load = common::load_config_for(
+            server.addr,
+            Endpoint::Native,
+            8,
+            rows,
+            round * rows,
+            "durable",
+        );
+        load.rows_per_insert = 10;
+        let report = sluice_lab::load::run(load, Arc::new(Progress::default()), true)
+            .await
+            .unwrap();
+        assert_eq!(report.rows_acked, rows, "{:?}", report.errors);
+        acked.extend(report.acked_ids.unwrap());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    server.terminate().unwrap();
+    assert!(server.wait(Duration::from_secs(120)).unwrap().success());
+    let flushed = lossy.lost();
+    assert!(flushed >= 4, "{flushed} answers lost to flush commits");
+
+    let (config, data) = (config_path.clone(), data_dir.clone());
+    let compacted =
+        tokio::task::spawn_blocking(move || sluice_json(&["compact", "--eager"], &config, &data))
+            .await
+            .unwrap();
+    assert!(
+        compacted["load"]["merges"].as_u64().unwrap() >= 1,
+        "{compacted}"
+    );
+    assert!(lossy.lost() > flushed, "no merge's answer was lost");
+
+    let location = format!("s3://{}/lake/load", moto.bucket);
+    let read = tokio::task::spawn_blocking(move || {
+        delta_read_at(&location, &moto.storage_options(), &[], "id")
+    })
+    .await
+    .unwrap();
+    let counts: HashMap<i64, usize> = read["counts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, n)| (id.parse().unwrap(), n.as_u64().unwrap() as usize))
+        .collect();
+    assert_eq!(read["rows"].as_u64().unwrap(), 2 * rows);
+    assert_exactly_once(&counts, &acked);
 }

@@ -1,6 +1,8 @@
 //! Shared by the end-to-end tests: a real `sluice serve` process on 127.0.0.1:0 with its own data
 //! directory (the lab's [`ServerProcess`]), and readers of what it wrote.
 
+pub mod lossy_s3;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;

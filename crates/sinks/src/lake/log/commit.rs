@@ -34,6 +34,19 @@ pub(super) const APPEND_RETRIES: usize = 3;
 /// The application id that guards compaction commits.
 pub(super) const COMPACTOR_APP: &str = "sluice/compactor";
 
+/// The `commitInfo` field that names each commit, so that one whose answer was lost can be
+/// found in the log ([`TableLog::settle_failed_commit`]). Readers ignore fields they do not
+/// know in `commitInfo`.
+pub(super) const COMMIT_ID_KEY: &str = "sluiceCommitId";
+
+/// Whether a log entry's `commitInfo` carries `commit_id`.
+fn carries_commit_id(entry: &[u8], commit_id: &str) -> bool {
+    entry
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .any(|action| action["commitInfo"][COMMIT_ID_KEY] == commit_id)
+}
+
 /// The Delta `add` action for a flush's file of new rows, just written into `partition_values`.
 pub(crate) fn add_action(
     part: &WrittenPart,
@@ -229,6 +242,12 @@ impl TableLog {
         if self.behind {
             self.refresh().await?;
         }
+        let read_version = self.state.version();
+        let commit_id = uuid::Uuid::now_v7().to_string();
+        let properties = properties.with_metadata([(
+            COMMIT_ID_KEY.to_owned(),
+            serde_json::Value::from(commit_id.as_str()),
+        )]);
         let builder = CommitBuilder::from(properties).with_actions(actions).build(
             Some(&self.state),
             self.log_store.clone(),
@@ -240,16 +259,7 @@ impl TableLog {
         };
         let post = match written {
             Ok(post) => post,
-            Err(e) => {
-                // A conflict means the entry was not written; anything else may have been.
-                self.uncertain = !matches!(
-                    &e,
-                    DeltaTableError::Transaction {
-                        source: TransactionError::CommitConflict(_)
-                    }
-                );
-                return Err(delta_error(&self.location, "commit to", e));
-            }
+            Err(e) => return self.settle_failed_commit(e, read_version, &commit_id).await,
         };
         // The entry is in the log: what follows cannot undo it.
         self.uncertain = false;
@@ -297,6 +307,71 @@ impl TableLog {
             self.clean_log(version).await;
         }
         Ok(())
+    }
+
+    /// What a failed commit did. A conflict usually means another writer took the version and
+    /// nothing of this commit was written; any other error may have written it.
+    ///
+    /// A conflict can also be this commit itself: an object store's client retries a PUT whose
+    /// answer was lost after the store kept it (a 5xx, a dropped response), the retry is refused
+    /// because the entry exists, and deltalake-core checks the commit against its own entry
+    /// and reports a conflict. Tried again, a flush would land twice; taken for a lost race, a
+    /// merge would delete the file its swap just made live. So on a conflict the log after
+    /// `read_version` is searched for this commit's id: found, the commit landed.
+    async fn settle_failed_commit(
+        &mut self,
+        error: DeltaTableError,
+        read_version: u64,
+        commit_id: &str,
+    ) -> Result<(), SinkError> {
+        let conflict = matches!(
+            &error,
+            DeltaTableError::Transaction {
+                source: TransactionError::CommitConflict(_)
+            }
+        );
+        let failed = delta_error(&self.location, "commit to", error);
+        if !conflict {
+            self.uncertain = true;
+            return Err(failed);
+        }
+        let found = match self.find_commit(read_version, commit_id).await {
+            Ok(found) => found,
+            Err(e) => {
+                self.uncertain = true;
+                return Err(e);
+            }
+        };
+        self.uncertain = false;
+        let Some(version) = found else {
+            return Err(failed);
+        };
+        tracing::warn!(table = %self.location, version, "a commit's answer was lost; the log holds it");
+        if let Some(dir) = self.location.folder() {
+            let log_dir = dir.join(DELTA_LOG_DIR);
+            sync_log(&log_dir, &[commit_file(version)]).map_err(|e| {
+                self.uncertain = true;
+                io_error(&log_dir, e)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The version, after `after`, whose entry carries `commit_id`, with the state brought to
+    /// the log's newest version.
+    async fn find_commit(&mut self, after: u64, commit_id: &str) -> Result<Option<u64>, SinkError> {
+        self.refresh().await?;
+        for version in after + 1..=self.state.version() {
+            let entry = self
+                .log_store
+                .read_commit_entry(version)
+                .await
+                .map_err(|e| delta_error(&self.location, "read", e))?;
+            if entry.is_some_and(|entry| carries_commit_id(&entry, commit_id)) {
+                return Ok(Some(version));
+            }
+        }
+        Ok(None)
     }
 
     /// Removes log entries older than the retention that the newest checkpoint covers. A
@@ -426,5 +501,24 @@ impl TableLog {
             .await
             .map_err(|e| delta_error(&self.location, "read", e))?;
         Ok(version.and_then(|v| u64::try_from(v).ok()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_is_found_by_the_id_in_its_commit_info_only() {
+        let entry = concat!(
+            r#"{"add":{"path":"part-1.parquet","tags":{"sluiceCommitId":"c-1"}}}"#,
+            "\n",
+            r#"{"commitInfo":{"timestamp":1,"operation":"WRITE","sluiceCommitId":"c-2"}}"#,
+            "\n",
+        );
+        assert!(carries_commit_id(entry.as_bytes(), "c-2"));
+        assert!(!carries_commit_id(entry.as_bytes(), "c-1"));
+        assert!(!carries_commit_id(entry.as_bytes(), "c-3"));
+        assert!(!carries_commit_id(b"not json\n", "c-2"));
     }
 }
