@@ -32,16 +32,10 @@ fn config(azurite: &Azurite) -> String {
 fn read(azurite: &Azurite) -> (u64, u64, HashMap<i64, usize>) {
     let location = format!("az://{}/lake/load", azurite.container);
     let read = delta_read_at(&location, &azurite.storage_options(), &azurite.env(), "id");
-    let counts = read["counts"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(id, n)| (id.parse().unwrap(), n.as_u64().unwrap() as usize))
-        .collect();
     (
         read["rows"].as_u64().unwrap(),
         read["version"].as_u64().unwrap(),
-        counts,
+        crate::common::read_id_counts(&read),
     )
 }
 

@@ -171,6 +171,16 @@ pub fn delta_read(dir: &Path, column: &str) -> serde_json::Value {
     delta_read_at(&dir.to_string_lossy(), &[], &[], column)
 }
 
+/// How often each id appears in a [`delta_read`] of an integer id column.
+pub fn read_id_counts(read: &serde_json::Value) -> HashMap<i64, usize> {
+    read["counts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(id, n)| (id.parse().unwrap(), n.as_u64().unwrap() as usize))
+        .collect()
+}
+
 /// [`delta_read`] of the table at `location` (a folder or an object-store URL), opened with
 /// `options` (object_store's option names, as `[lake.storage]` takes them) and with `env` added
 /// to the reader's environment.

@@ -24,7 +24,9 @@ use sluice_lab::services::Postgres;
 use tokio::task::JoinHandle;
 
 use self::rig::{Balancer, BalancerPorts, CHECK_INTERVAL, FALL, Instance, quiet_ports};
-use crate::common::{assert_exactly_once, delta_read_at, load_config_for, wait_for_acks};
+use crate::common::{
+    assert_exactly_once, delta_read_at, load_config_for, read_id_counts, wait_for_acks,
+};
 use sluice_lab::services::Moto;
 
 /// How long a SIGTERMed instance keeps taking inserts while `/health` says `stopping`. HAProxy
@@ -235,12 +237,7 @@ async fn a_fleet_on_one_delta_table_in_s3_restarts_with_no_failed_request_and_ke
 
     let location = format!("s3://{}/fleet/load", moto.bucket);
     let read = delta_read_at(&location, &moto.storage_options(), &[], "id");
-    let counts: HashMap<i64, usize> = read["counts"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(id, n)| (id.parse().unwrap(), n.as_u64().unwrap() as usize))
-        .collect();
+    let counts = read_id_counts(&read);
     eprintln!(
         "{} rows in the Delta table, version {}",
         read["rows"], read["version"]
