@@ -243,6 +243,7 @@ fn record_compaction(
     };
     by_table(names::COMPACTION_MERGES, report.merges);
     by_table(names::COMPACTION_LOST_RACES, report.lost_races);
+    by_table(names::COMMIT_ANSWERS_LOST, report.answers_lost);
     by_table(names::COMPACTION_ROWS, report.rows);
     by_table(names::COMPACTION_FILES_DELETED, report.files_deleted);
     for (name, inward, outward) in [

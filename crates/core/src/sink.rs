@@ -95,6 +95,9 @@ pub struct Landed {
     /// Times the flush's commit lost a race to another writer of the same table and was tried
     /// again: the lake's Delta commits, when several sluice processes share a table.
     pub commit_retries: u64,
+    /// Times the flush's commit was kept by the store but its answer was lost, and the store's
+    /// log showed it landed: the lake's Delta commits, on an object store.
+    pub answers_lost: u64,
 }
 
 /// The active parts of one partition, as a store last saw them.

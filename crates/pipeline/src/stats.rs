@@ -56,6 +56,9 @@ pub mod names {
     /// Counter, by table: times a flush's commit lost a race to another writer of the table
     /// (another sluice process on the same lake table) and was tried again.
     pub const COMMIT_RETRIES: &str = "sluice_commit_retries_total";
+    /// Counter, by table: commits the store kept but whose answer was lost, found in its log
+    /// and counted as landed (flushes and merges of a lake table on an object store).
+    pub const COMMIT_ANSWERS_LOST: &str = "sluice_commit_answers_lost_total";
     /// Counter, by table: flushes after which the store asked for a pause.
     pub const STORE_PAUSES: &str = "sluice_store_pauses_total";
     /// Counter: inserts delayed because a partition held more than `parts_to_delay_insert`

@@ -110,6 +110,10 @@ fn describe() {
         names::COMMIT_RETRIES,
         "Flush commits that lost a race to another writer of the table and were tried again"
     );
+    describe_counter!(
+        names::COMMIT_ANSWERS_LOST,
+        "Commits the store kept whose answer was lost, found in its log and counted as landed"
+    );
     describe_counter!(names::ROWS_DROPPED, "Rows a store refused for good");
     describe_counter!(names::REJECTED, "Requests refused, by reason");
     describe_counter!(

@@ -238,10 +238,20 @@ async fn commits_whose_answers_are_lost_land_once_and_merges_keep_their_files() 
         acked.extend(report.acked_ids.unwrap());
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Each flush that found its lost answer's commit counted it; the flushes are over.
+    let page = sluice_lab::load::http_get(server.addr, "/metrics")
+        .await
+        .unwrap();
+    let counted = common::sample(&page, "sluice_commit_answers_lost_total", &[]);
+    let lost = lossy.lost() as f64;
     server.terminate().unwrap();
     assert!(server.wait(Duration::from_secs(120)).unwrap().success());
     let flushed = lossy.lost();
     assert!(flushed >= 4, "{flushed} answers lost to flush commits");
+    assert!(
+        counted >= 1.0 && counted <= lost,
+        "{counted} lost answers counted, {lost} lost"
+    );
 
     let (config, data) = (config_path.clone(), data_dir.clone());
     let compacted =
@@ -253,6 +263,11 @@ async fn commits_whose_answers_are_lost_land_once_and_merges_keep_their_files() 
         "{compacted}"
     );
     assert!(lossy.lost() > flushed, "no merge's answer was lost");
+    assert_eq!(
+        compacted["load"]["answers_lost"].as_u64().unwrap(),
+        lossy.lost() - flushed,
+        "{compacted}"
+    );
 
     let location = format!("s3://{}/lake/load", moto.bucket);
     let read = tokio::task::spawn_blocking(move || {

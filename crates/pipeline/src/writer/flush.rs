@@ -240,6 +240,7 @@ impl Writer {
         self.instruments
             .commit_retries
             .increment(landed.commit_retries);
+        self.instruments.answers_lost.increment(landed.answers_lost);
         self.instruments.store_pause.set(landed.pause.as_secs_f64());
         if landed.pause.is_zero() {
             self.paced_until = None;

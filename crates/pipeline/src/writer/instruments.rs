@@ -23,6 +23,7 @@ pub(super) struct Instruments {
     pub(super) store_pause: Gauge,
     pub(super) store_pauses: Counter,
     pub(super) commit_retries: Counter,
+    pub(super) answers_lost: Counter,
 }
 
 impl Instruments {
@@ -66,6 +67,7 @@ impl Instruments {
             store_pause: metrics::gauge!(names::STORE_PAUSE, "table" => t()),
             store_pauses: metrics::counter!(names::STORE_PAUSES, "table" => t()),
             commit_retries: metrics::counter!(names::COMMIT_RETRIES, "table" => t()),
+            answers_lost: metrics::counter!(names::COMMIT_ANSWERS_LOST, "table" => t()),
         }
     }
 }

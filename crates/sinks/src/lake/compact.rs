@@ -46,6 +46,8 @@ pub struct CompactionReport {
     pub merges: u64,
     /// Merges given up because another compactor got their inputs first.
     pub lost_races: u64,
+    /// Merges whose commit the store kept but whose answer was lost, found in the log.
+    pub answers_lost: u64,
     /// Files merged away.
     pub files_in: u64,
     /// Files written.
@@ -295,10 +297,12 @@ async fn commit_merge(
     } = swap;
     let mut log = log.lock().await;
     let add = merged_add_action(&part, inputs);
-    match log
+    let lost_before = log.answers_lost();
+    let committed = log
         .commit_compaction(inputs, read_at, add, policy.target_bytes, then)
-        .await
-    {
+        .await;
+    report.answers_lost += log.answers_lost() - lost_before;
+    match committed {
         Ok(true) => {
             report.merges += 1;
             report.files_in += inputs.len() as u64;

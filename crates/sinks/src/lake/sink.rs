@@ -383,6 +383,7 @@ impl Sink for LakeSink {
             let values = partition_values(log.partition_columns(), &flush.id.partition);
             let add = add_action(&part, values);
             let races_before = log.lost_races();
+            let lost_before = log.answers_lost();
             let committed = log
                 .commit_flush(&self.writer, &flush.id.partition, flush.id.last_seq, add)
                 .await;
@@ -393,6 +394,7 @@ impl Sink for LakeSink {
                         parts: 1,
                         bytes: part.bytes,
                         commit_retries: log.lost_races() - races_before,
+                        answers_lost: log.answers_lost() - lost_before,
                         ..Landed::default()
                     })
                 }

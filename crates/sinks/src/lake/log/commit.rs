@@ -346,6 +346,7 @@ impl TableLog {
         let Some(version) = found else {
             return Err(failed);
         };
+        self.answers_lost += 1;
         tracing::warn!(table = %self.location, version, "a commit's answer was lost; the log holds it");
         if let Some(dir) = self.location.folder() {
             let log_dir = dir.join(DELTA_LOG_DIR);

@@ -89,6 +89,9 @@ pub(crate) struct TableLog {
     /// Commits that lost a race to another writer and were tried again on a newer version,
     /// since the log was opened.
     lost_races: u64,
+    /// Commits whose answer was lost after the store kept them, found in the log, since the
+    /// log was opened.
+    answers_lost: u64,
 }
 
 /// Active parts per partition of one table, readable without the log's lock.
@@ -104,6 +107,12 @@ impl TableLog {
     /// opened.
     pub(crate) fn lost_races(&self) -> u64 {
         self.lost_races
+    }
+
+    /// Commits whose answer was lost after the store kept them, found in the log since it was
+    /// opened.
+    pub(crate) fn answers_lost(&self) -> u64 {
+        self.answers_lost
     }
 
     /// The partition columns, in log order.

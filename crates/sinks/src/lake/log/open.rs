@@ -146,6 +146,7 @@ impl TableLog {
             fields,
             conformed: false,
             lost_races: 0,
+            answers_lost: 0,
         };
         Ok(log.counted())
     }
