@@ -90,10 +90,23 @@ impl<T> Batcher<T> {
         token: T,
         now: Instant,
     ) -> Option<FlushReason> {
+        let size = batch.get_array_memory_size() as u64;
+        self.push_sized(batch, size, seq, token, now)
+    }
+
+    /// [`Batcher::push`] of rows that take `size` bytes of Arrow memory: for a batch that is a
+    /// slice of larger arrays, whose size it reports whole.
+    pub fn push_sized(
+        &mut self,
+        batch: RecordBatch,
+        size: u64,
+        seq: u64,
+        token: T,
+        now: Instant,
+    ) -> Option<FlushReason> {
         if self.opened_at.is_none() {
             self.opened_at = Some(now);
         }
-        let size = batch.get_array_memory_size() as u64;
         self.rows += batch.num_rows() as u64;
         self.bytes += size;
         self.inserts += 1;

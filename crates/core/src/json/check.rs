@@ -95,6 +95,13 @@ pub(crate) struct ToRewrite {
     pub(crate) with_nested: Vec<(usize, NestedValues)>,
 }
 
+impl ToRewrite {
+    /// Whether no row needs rewriting or building apart: arrow-json takes the rows as sent.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.in_seconds.is_empty() && self.with_json.is_empty() && self.with_nested.is_empty()
+    }
+}
+
 /// Checks every row against `schema` (the columns decoded): `Err` for what must be refused though
 /// arrow-json might take it. Under [`JsonDialect::Lenient`], syntax is left to arrow-json, as it
 /// was when the rows were taken. `Ok` says which rows must be rewritten.

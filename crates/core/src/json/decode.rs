@@ -75,6 +75,38 @@ pub fn decode_ndjson(
     }
 }
 
+/// The rows of a body that arrow-json can take together with other such bodies: `Ok(Some(rows))`
+/// when the body, framed as sluice's NDJSON, passes the strict check and needs no row rewritten
+/// or built apart; `Ok(None)` when it must be decoded alone; `Err` as [`decode_ndjson`] refuses
+/// it with [`DecodeOptions::default`].
+pub(crate) fn rows_to_decode_together(
+    schema: &TableSchema,
+    body: &[u8],
+) -> Result<Option<usize>, DecodeError> {
+    let dialect = DecodeOptions::default().dialect;
+    let rows = frame::rows(body, dialect)?;
+    if schema
+        .arrow()
+        .fields()
+        .iter()
+        .any(|f| nested::is_nested(f.data_type()))
+    {
+        return Ok(None);
+    }
+    let to_rewrite = check::check(schema.arrow(), &rows, dialect)?;
+    Ok(to_rewrite.is_empty().then_some(rows.len()))
+}
+
+/// Decodes `bodies`, each of which [`rows_to_decode_together`] took, holding `rows` rows between
+/// them, as one stream of rows. `Err` says only that some row failed, not which.
+pub(crate) fn decode_together(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    rows: usize,
+) -> Result<RecordBatch, ArrowError> {
+    decode_with(schema.arrow(), bodies.iter().copied(), rows, false)
+}
+
 /// The `list`, `struct` and `map` columns of `target`, by index, built from their values' text;
 /// none when it has none.
 fn build_nested(

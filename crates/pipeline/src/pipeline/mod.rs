@@ -17,6 +17,7 @@
 //! - `start.rs`: the builder and the start: tables, stores, the log.
 //! - `replay.rs`: the log's inserts handed back to the writers at start.
 
+mod combine;
 mod evolve;
 mod registry;
 mod replay;
@@ -52,6 +53,10 @@ pub use start::PipelineBuilder;
 
 /// Bodies larger than this are decoded on a blocking thread, off the async workers.
 const DECODE_INLINE_MAX: usize = 1024 * 1024;
+
+/// Bodies up to this size, of sluice's NDJSON with default options and without a key, are
+/// decoded in rounds with the table's other small bodies ([`combine`]).
+const DECODE_TOGETHER_MAX: usize = 16 * 1024;
 
 /// What to do when the memory budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +147,8 @@ struct TableHandle {
     /// The keys of recent inserts.
     keys: Arc<KeyTable>,
     duplicates: Counter,
+    /// Small bodies waiting to be decoded together.
+    combiner: combine::Combiner,
 }
 
 impl TableHandle {
@@ -180,6 +187,9 @@ struct Terms {
     ack: AckMode,
     admission: Admission,
     max_partitions: Option<usize>,
+    /// The Arrow memory the rows take, when the batch is a slice of arrays decoded for several
+    /// inserts (whose size it would report whole); measured from the batch otherwise.
+    arrow_bytes: Option<u64>,
 }
 
 /// What an insert hands its table's writer.
@@ -212,13 +222,18 @@ fn with_positions(mut options: DecodeOptions, schema: &TableSchema) -> DecodeOpt
 }
 
 /// Decodes an insert's body into its table's schema, on a blocking thread when it is large, and
-/// refuses it past `max_rows` rows.
+/// refuses it past `max_rows` rows. A small body of sluice's NDJSON is decoded with the table's
+/// other small bodies when `together`; the rows' Arrow memory comes with the batch then.
 async fn decode_body(
     handle: &TableHandle,
     body: &[u8],
     options: &DecodeOptions,
-    max_rows: Option<usize>,
-) -> Result<RecordBatch, InsertError> {
+    (max_rows, together): (Option<usize>, bool),
+) -> Result<(RecordBatch, Option<u64>), InsertError> {
+    if together && body.len() <= DECODE_TOGETHER_MAX && *options == DecodeOptions::default() {
+        let (batch, bytes) = handle.combiner.decode(handle.def(), body).await?;
+        return within(max_rows, batch).map(|batch| (batch, Some(bytes)));
+    }
     let batch = if body.len() > DECODE_INLINE_MAX {
         let schema = handle.def().schema().clone();
         let (body, options) = (body.to_vec(), options.clone());
@@ -228,6 +243,11 @@ async fn decode_body(
     } else {
         decode(handle.def().schema(), body, options)?
     };
+    within(max_rows, batch).map(|batch| (batch, None))
+}
+
+/// `batch`, unless it holds more than `max_rows` rows.
+fn within(max_rows: Option<usize>, batch: RecordBatch) -> Result<RecordBatch, InsertError> {
     if let Some(limit) = max_rows
         && batch.num_rows() > limit
     {
@@ -279,18 +299,19 @@ impl Pipeline {
         if let Some(key) = insert.key {
             check_key(key).map_err(InsertError::BadKey)?;
         }
-        let mut decoded = decode_body(&handle, insert.body, &options, insert.max_rows).await;
+        let limits = (insert.max_rows, insert.key.is_none());
+        let mut decoded = decode_body(&handle, insert.body, &options, limits).await;
         if matches!(decoded, Err(InsertError::Decode(_))) {
             match self.evolve(&handle, insert.body, &options).await {
                 Ok(true) => {
-                    decoded = decode_body(&handle, insert.body, &options, insert.max_rows).await;
+                    decoded = decode_body(&handle, insert.body, &options, limits).await;
                 }
                 Ok(false) => {}
                 Err(error) => decoded = Err(error),
             }
         }
-        let batch = match decoded {
-            Ok(batch) => batch,
+        let (batch, arrow_bytes) = match decoded {
+            Ok(decoded) => decoded,
             Err(error) => {
                 if let Some(key) = insert.key {
                     handle
@@ -312,6 +333,7 @@ impl Pipeline {
             ack: insert.ack,
             admission: insert.admission,
             max_partitions: insert.max_partitions,
+            arrow_bytes,
         };
         let bytes = insert.body.len() as u64;
         let Some(key) = insert.key else {
@@ -434,6 +456,7 @@ impl Pipeline {
             ack,
             admission,
             max_partitions: None,
+            arrow_bytes: None,
         };
         self.submit(&handle, batch, bytes, terms, None, record)
             .await
@@ -592,6 +615,7 @@ impl Pipeline {
             ack,
             admission,
             max_partitions,
+            arrow_bytes,
         } = terms;
         let rows = batch.num_rows() as u64;
         let inserted = Inserted {
@@ -605,7 +629,12 @@ impl Pipeline {
         }
         let split = self.split_by_partition(handle, &batch, max_partitions)?;
         self.throttle(handle, &split).await?;
-        let measured = Measured::new(split);
+        let measured = match arrow_bytes {
+            Some(bytes) if split.len() == 1 && split[0].1.num_rows() as u64 == rows => {
+                Measured::sized(split, bytes)
+            }
+            _ => Measured::new(split),
+        };
         let bytes = measured.charge();
         let memory = &handle.memory;
         let reserved = match admission {

@@ -128,6 +128,7 @@ impl Pipeline {
             ),
             keys,
             duplicates: metrics::counter!(names::DUPLICATES, "table" => table),
+            combiner: Default::default(),
             sink: sink.name(),
             store: sink.clone(),
             def: std::sync::RwLock::new(def),

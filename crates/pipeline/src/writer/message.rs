@@ -131,6 +131,17 @@ impl Measured {
         )
     }
 
+    /// One piece whose rows take `bytes` of Arrow memory, for a batch that is a slice of
+    /// larger arrays (whose size it reports whole).
+    pub(crate) fn sized(split: Split, bytes: u64) -> Self {
+        Self(
+            split
+                .into_iter()
+                .map(|(key, batch)| (key, batch, bytes))
+                .collect(),
+        )
+    }
+
     /// What the rows hold of the memory budget: their Arrow memory and [`INSERT_OVERHEAD`] for
     /// each piece.
     pub(crate) fn charge(&self) -> u64 {
