@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use sluice_core::json::new_columns;
-use sluice_core::{DecodeOptions, InputFormat};
+use sluice_core::{DecodeOptions, InputFormat, TableDef};
 
 use super::{Pipeline, TableHandle};
 use crate::error::InsertError;
@@ -25,13 +25,17 @@ impl Pipeline {
     /// Adds the columns `body`'s new keys need, when its table evolves and it is a JSON body
     /// whose unknown keys are not to be skipped: true when the table has them now and the body
     /// is to be decoded again, false when evolution does not apply and the refusal stands.
+    ///
+    /// `decoded_with` is the definition the body was refused under: another insert may have
+    /// added its keys since, and then it is decoded again without adding anything.
     pub(super) async fn evolve(
         &self,
         handle: &TableHandle,
+        decoded_with: Arc<TableDef>,
         body: &[u8],
         options: &DecodeOptions,
     ) -> Result<bool, InsertError> {
-        let def = handle.def();
+        let def = decoded_with;
         let applies = def.evolves()
             && options.format == InputFormat::JsonEachRow
             && !options.skip_unknown_fields;

@@ -221,27 +221,28 @@ fn with_positions(mut options: DecodeOptions, schema: &TableSchema) -> DecodeOpt
     options
 }
 
-/// Decodes an insert's body into its table's schema, on a blocking thread when it is large, and
+/// Decodes an insert's body into `def`'s schema, on a blocking thread when it is large, and
 /// refuses it past `max_rows` rows. A small body of sluice's NDJSON is decoded with the table's
 /// other small bodies when `together`; the rows' Arrow memory comes with the batch then.
 async fn decode_body(
     handle: &TableHandle,
+    def: Arc<TableDef>,
     body: &[u8],
     options: &DecodeOptions,
     (max_rows, together): (Option<usize>, bool),
 ) -> Result<(RecordBatch, Option<u64>), InsertError> {
     if together && body.len() <= DECODE_TOGETHER_MAX && *options == DecodeOptions::default() {
-        let (batch, bytes) = handle.combiner.decode(handle.def(), body).await?;
+        let (batch, bytes) = handle.combiner.decode(def, body).await?;
         return within(max_rows, batch).map(|batch| (batch, Some(bytes)));
     }
     let batch = if body.len() > DECODE_INLINE_MAX {
-        let schema = handle.def().schema().clone();
+        let schema = def.schema().clone();
         let (body, options) = (body.to_vec(), options.clone());
         tokio::task::spawn_blocking(move || decode(&schema, &body, &options))
             .await
             .map_err(|e| InsertError::NotCommitted(format!("decode task failed: {e}")))??
     } else {
-        decode(handle.def().schema(), body, options)?
+        decode(def.schema(), body, options)?
     };
     within(max_rows, batch).map(|batch| (batch, None))
 }
@@ -300,11 +301,13 @@ impl Pipeline {
             check_key(key).map_err(InsertError::BadKey)?;
         }
         let limits = (insert.max_rows, insert.key.is_none());
-        let mut decoded = decode_body(&handle, insert.body, &options, limits).await;
+        let def = handle.def();
+        let mut decoded = decode_body(&handle, def.clone(), insert.body, &options, limits).await;
         if matches!(decoded, Err(InsertError::Decode(_))) {
-            match self.evolve(&handle, insert.body, &options).await {
+            match self.evolve(&handle, def, insert.body, &options).await {
                 Ok(true) => {
-                    decoded = decode_body(&handle, insert.body, &options, limits).await;
+                    let def = handle.def();
+                    decoded = decode_body(&handle, def, insert.body, &options, limits).await;
                 }
                 Ok(false) => {}
                 Err(error) => decoded = Err(error),
