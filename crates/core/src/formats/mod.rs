@@ -78,6 +78,9 @@ pub fn decode_together(
             (batch, bytes)
         })
     };
+    if let [body] = bodies {
+        return vec![alone(body)];
+    }
     let planned: Vec<Result<Option<usize>, DecodeError>> = bodies
         .iter()
         .map(|body| json::decode::rows_to_decode_together(schema, body))

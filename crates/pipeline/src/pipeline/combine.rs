@@ -20,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
-use sluice_core::{DecodeError, DecodeOptions, TableDef};
+use sluice_core::{DecodeError, TableDef};
 use tokio::sync::oneshot;
 
 use crate::error::InsertError;
@@ -102,19 +102,8 @@ fn decode_round(mut waiting: Vec<Waiting>) {
         let (same, rest): (Vec<Waiting>, Vec<Waiting>) =
             waiting.into_iter().partition(|w| Arc::ptr_eq(&w.def, &def));
         waiting = rest;
-        let schema = def.schema();
-        let results = match same.as_slice() {
-            [one] => vec![
-                sluice_core::decode(schema, &one.body, &DecodeOptions::default()).map(|batch| {
-                    let bytes = batch.get_array_memory_size() as u64;
-                    (batch, bytes)
-                }),
-            ],
-            _ => {
-                let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
-                sluice_core::formats::decode_together(schema, &bodies)
-            }
-        };
+        let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
+        let results = sluice_core::formats::decode_together(def.schema(), &bodies);
         for (waiter, result) in same.into_iter().zip(results) {
             // A waiter whose request went away takes no answer.
             let _ = waiter.answer.send(result);
@@ -133,7 +122,7 @@ fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
 mod tests {
     use arrow::array::AsArray;
     use arrow::datatypes::Int64Type;
-    use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
+    use sluice_core::{Column, ColumnType, DecodeOptions, FlushPolicy, TableLayout, TableName};
 
     use super::*;
 

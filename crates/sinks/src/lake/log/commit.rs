@@ -289,20 +289,14 @@ impl TableLog {
                 }
             }
         };
-        if let Some(dir) = self.location.folder() {
-            let log_dir = dir.join(DELTA_LOG_DIR);
-            let mut files = vec![commit_file(version)];
-            // A checkpoint a failed hook may have left is made durable too (or a crash could
-            // leave a torn one that readers would load).
-            if checkpoint || hook_failed {
-                files.push(format!("{version:020}.checkpoint.parquet"));
-                files.push("_last_checkpoint".to_owned());
-            }
-            sync_log(&log_dir, &files).map_err(|e| {
-                self.uncertain = true;
-                io_error(&log_dir, e)
-            })?;
+        let mut files = vec![commit_file(version)];
+        // A checkpoint a failed hook may have left is made durable too (or a crash could leave a
+        // torn one that readers would load).
+        if checkpoint || hook_failed {
+            files.push(format!("{version:020}.checkpoint.parquet"));
+            files.push("_last_checkpoint".to_owned());
         }
+        self.sync_entries(&files)?;
         if checkpoint {
             self.clean_log(version).await;
         }
@@ -348,14 +342,20 @@ impl TableLog {
         };
         self.answers_lost += 1;
         tracing::warn!(table = %self.location, version, "a commit's answer was lost; the log holds it");
-        if let Some(dir) = self.location.folder() {
-            let log_dir = dir.join(DELTA_LOG_DIR);
-            sync_log(&log_dir, &[commit_file(version)]).map_err(|e| {
-                self.uncertain = true;
-                io_error(&log_dir, e)
-            })?;
-        }
-        Ok(())
+        self.sync_entries(&[commit_file(version)])
+    }
+
+    /// Makes `files` of the log durable, in a table in a folder (a PUT to an object store that
+    /// returned is durable already). A failure leaves the commit uncertain.
+    fn sync_entries(&mut self, files: &[String]) -> Result<(), SinkError> {
+        let Some(dir) = self.location.folder() else {
+            return Ok(());
+        };
+        let log_dir = dir.join(DELTA_LOG_DIR);
+        sync_log(&log_dir, files).map_err(|e| {
+            self.uncertain = true;
+            io_error(&log_dir, e)
+        })
     }
 
     /// The version, after `after`, whose entry carries `commit_id`, with the state brought to
