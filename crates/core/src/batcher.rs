@@ -91,16 +91,17 @@ impl<T> Batcher<T> {
         now: Instant,
     ) -> Option<FlushReason> {
         let size = batch.get_array_memory_size() as u64;
-        self.push_sized(batch, size, seq, token, now)
+        self.push_sized(batch, size, (seq, 1), token, now)
     }
 
-    /// [`Batcher::push`] of rows that take `size` bytes of Arrow memory: for a batch that is a
-    /// slice of larger arrays, whose size it reports whole.
+    /// [`Batcher::push`] of rows that take `size` bytes of Arrow memory, for a batch that is a
+    /// slice of larger arrays (whose size it reports whole), and that hold the rows of `inserts`
+    /// inserts taken in together under one sequence number.
     pub fn push_sized(
         &mut self,
         batch: RecordBatch,
         size: u64,
-        seq: u64,
+        (seq, inserts): (u64, u64),
         token: T,
         now: Instant,
     ) -> Option<FlushReason> {
@@ -109,7 +110,7 @@ impl<T> Batcher<T> {
         }
         self.rows += batch.num_rows() as u64;
         self.bytes += size;
-        self.inserts += 1;
+        self.inserts += inserts;
         self.pieces_bytes += size;
         self.pieces.push(batch);
         self.tokens.push(token);

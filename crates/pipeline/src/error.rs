@@ -6,7 +6,7 @@ use sluice_core::{CatalogError, ConfigError, DecodeError, NameError, SinkError};
 use sluice_wal::WalError;
 
 /// Why an insert was refused or not confirmed. The server maps each kind to one HTTP status.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum InsertError {
     /// The table name is not allowed.

@@ -130,6 +130,24 @@ pub(crate) fn encode_body(
     out
 }
 
+/// Encodes several bodies of sluice's NDJSON with default options and no key as one record:
+/// their lines one after another, each body ending in a newline, so the record decodes to their
+/// rows in order.
+pub(crate) fn encode_ndjson_bodies<'a>(
+    table: &str,
+    bodies: impl Iterator<Item = &'a [u8]> + Clone,
+) -> Vec<u8> {
+    let mut out = encode_body(table, None, &DecodeOptions::default(), &[]);
+    out.reserve(bodies.clone().map(|body| body.len() + 1).sum());
+    for body in bodies {
+        out.extend_from_slice(body);
+        if body.last() != Some(&b'\n') {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
 /// A format and its header as two bytes.
 fn format_code(format: InputFormat) -> (u8, u8) {
     let header = |h: Header| match h {

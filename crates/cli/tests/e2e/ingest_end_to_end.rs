@@ -44,14 +44,25 @@ async fn thirty_two_single_row_producers_on_both_endpoints_land_every_row_once()
         assert_eq!(report.rows_acked, 10_000, "{report:?}");
         assert!(report.errors.is_empty(), "{:?}", report.errors);
     }
+    // Three flushes at 5,000 rows, then the rest at shutdown.
     server
-        .wait_rows_written("load", 20_000, Duration::from_secs(30))
+        .wait_rows_written("load", 15_000, Duration::from_secs(30))
         .await;
+    server.sigterm();
+    assert!(server.wait(Duration::from_secs(30)).success());
 
-    // 20,000 rows at 5,000 rows per flush: exactly four parts, not one per insert.
+    // 20,000 rows at 5,000 rows per flush: four parts, not one per insert. Inserts that arrive
+    // together are handed over together, at most one per producer, so a flush can pass 5,000
+    // rows by fewer than 32; whatever the first flushes leave lands at shutdown.
     let files = parts(&server.data_dir, "load");
-    let sizes: Vec<usize> = files.iter().map(|p| part_rows(p)).collect();
-    assert_eq!(sizes, [5000; 4]);
+    let mut sizes: Vec<usize> = files.iter().map(|p| part_rows(p)).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes.len(), 4, "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), 20_000);
+    assert!(
+        sizes[1..].iter().all(|rows| (5000..5032).contains(rows)),
+        "{sizes:?}"
+    );
     let counts = id_counts(&server.data_dir, "load");
     assert_eq!(counts.len(), 20_000);
     let acked: Vec<_> = native
@@ -61,11 +72,6 @@ async fn thirty_two_single_row_producers_on_both_endpoints_land_every_row_once()
         .chain(clickhouse.acked_ids.unwrap())
         .collect();
     assert_exactly_once(&counts, &acked);
-
-    server.sigterm();
-    assert!(server.wait(Duration::from_secs(30)).success());
-    // Nothing was buffered at shutdown, so no extra part appeared.
-    assert_eq!(parts(&server.data_dir, "load").len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

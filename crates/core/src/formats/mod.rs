@@ -35,6 +35,7 @@ mod quoted;
 mod rowbinary;
 mod separated;
 mod strings;
+mod together;
 mod typename;
 mod value;
 mod values;
@@ -42,6 +43,7 @@ mod wire;
 
 use arrow::array::RecordBatch;
 pub use native::native_block_len;
+pub use together::{BodyRows, Joint, Together, decode_together};
 
 use crate::error::DecodeError;
 use crate::json;
@@ -57,74 +59,6 @@ pub fn decode(
 ) -> Result<RecordBatch, DecodeError> {
     let batch = decode_format(schema, body, options)?;
     crate::values::conform(batch, schema)
-}
-
-/// What [`decode`] gives each of `bodies`, sluice's NDJSON with [`DecodeOptions::default`], with
-/// the bodies that allow it decoded together: arrow-json builds one set of arrays for all of
-/// them, and each body's batch is a slice of it. Rows, values and errors are those of each body
-/// decoded alone: a body that the strict check refuses gets the check's error; one that needs
-/// its rows rewritten or built apart is decoded alone; when decoding together fails, each body
-/// is decoded alone, so a bad row is named in its own body's error and every other body lands.
-///
-/// Each result comes with the Arrow memory its rows take: a slice reports its whole parent's
-/// buffers, so it gets its share, by rows.
-pub fn decode_together(
-    schema: &TableSchema,
-    bodies: &[&[u8]],
-) -> Vec<Result<(RecordBatch, u64), DecodeError>> {
-    let alone = |body: &[u8]| {
-        decode(schema, body, &DecodeOptions::default()).map(|batch| {
-            let bytes = batch.get_array_memory_size() as u64;
-            (batch, bytes)
-        })
-    };
-    if let [body] = bodies {
-        return vec![alone(body)];
-    }
-    let planned: Vec<Result<Option<usize>, DecodeError>> = bodies
-        .iter()
-        .map(|body| json::decode::rows_to_decode_together(schema, body))
-        .collect();
-    let together: Vec<&[u8]> = bodies
-        .iter()
-        .zip(&planned)
-        .filter(|(_, plan)| matches!(plan, Ok(Some(rows)) if *rows > 0))
-        .map(|(body, _)| *body)
-        .collect();
-    let rows: usize = planned
-        .iter()
-        .filter_map(|plan| match plan {
-            Ok(Some(rows)) => Some(*rows),
-            _ => None,
-        })
-        .sum();
-    let decoded = (together.len() > 1)
-        .then(|| json::decode::decode_together(schema, &together, rows).ok())
-        .flatten()
-        .filter(|batch| batch.num_rows() == rows)
-        .and_then(|batch| crate::values::conform(batch, schema).ok());
-    let Some(decoded) = decoded else {
-        return bodies
-            .iter()
-            .zip(planned)
-            .map(|(body, plan)| plan.and_then(|_| alone(body)))
-            .collect();
-    };
-    let parent_bytes = decoded.get_array_memory_size() as u64;
-    let mut offset = 0;
-    bodies
-        .iter()
-        .zip(planned)
-        .map(|(body, plan)| match plan? {
-            Some(n) if n > 0 => {
-                let slice = decoded.slice(offset, n);
-                offset += n;
-                let share = parent_bytes * n as u64 / rows as u64;
-                Ok((slice, share))
-            }
-            _ => alone(body),
-        })
-        .collect()
 }
 
 fn decode_format(

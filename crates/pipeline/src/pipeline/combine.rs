@@ -1,34 +1,48 @@
-//! Small NDJSON bodies of one table decoded together.
+//! Small NDJSON inserts of one table taken in rounds: decoded together, and handed to the
+//! table's writer together.
 //!
-//! Decoding a one-row body costs more than its row: arrow-json builds one set of arrays per
-//! decode, and every insert's arrays are then copied, freed and accounted for one by one. So
-//! the inserts that arrive for a table at about the same moment are decoded in one go, and each
-//! takes its rows as a slice of the arrays built for all of them
-//! ([`sluice_core::formats::decode_together`], which answers each body as if it were decoded
-//! alone, errors included).
+//! A one-row insert costs more than its row: arrow-json builds one set of arrays per decode, and
+//! each insert is split by partition, charged to the memory budget, numbered, logged, handed to
+//! the writer, buffered and coalesced on its own. So the inserts that arrive for a table at
+//! about the same moment are decoded in one go ([`sluice_core::formats::decode_together`],
+//! which answers each body as if it were decoded alone, errors included), and those whose rows
+//! sit next to each other in the arrays built for all of them, with the same ack mode, are
+//! handed over as one: one partition split, one reservation, one log frame holding their bodies
+//! one after another, one message to the writer, which counts them as the inserts they are.
+//! Each insert then waits only for what its ack mode asks: nothing for `async`, the frame's
+//! fsync for `durable`.
+//!
+//! A round hands inserts over together only when doing so gives each what it would have got
+//! alone: one partition between them, no throttle delay, room in the budget, and no insert's
+//! own limits exceeded. Otherwise, and for `committed` inserts and those that wait for memory,
+//! each insert takes its rows as a slice of the round's arrays and goes on alone, charged its
+//! share of them by rows.
 //!
 //! No thread and no timer: the first insert to find the table's queue empty leads a round. It
 //! yields once, so that the handlers the runtime already has ready for this table queue up
-//! behind it, then takes the queue, decodes it and hands each insert its result. An insert that
-//! arrives while the round decodes starts the next one. Under light load a round holds one
-//! body, decoded as before; under heavy load, many.
+//! behind it, then takes the queue and answers each insert. An insert that arrives meanwhile
+//! starts the next round. Under light load a round holds one insert; under heavy load, many.
 //!
-//! A slice reports its parent's arrays whole, so each insert is charged its share by rows. The
-//! parent stays alive until the writer has coalesced every slice of it (every 256 pieces of a
-//! partition, or when the batch is sealed), so memory can run above the charge for that long.
+//! A slice keeps its parent's arrays alive until the writer has coalesced it (every 256 pieces
+//! of a partition, or when the batch is sealed), so memory can run above the charge for that
+//! long.
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
+use sluice_core::formats::{BodyRows, Joint, Together};
 use sluice_core::{DecodeError, TableDef};
+use sluice_wal::Completion;
 use tokio::sync::oneshot;
 
+use super::{Admission, Handed, Pipeline, TableHandle, within};
+use crate::ack::AckMode;
 use crate::error::InsertError;
+use crate::record;
+use crate::writer::Measured;
 
-/// A decoded body: its rows, and the Arrow memory they take (a slice's share of its parent's).
-type Decoded = Result<(RecordBatch, u64), DecodeError>;
-
-/// The bodies waiting for a table's next round.
+/// The inserts waiting for a table's next round.
 #[derive(Default)]
 pub(super) struct Combiner {
     queue: Mutex<Queue>,
@@ -44,71 +58,245 @@ struct Queue {
 struct Waiting {
     def: Arc<TableDef>,
     body: Vec<u8>,
-    answer: oneshot::Sender<Decoded>,
+    terms: RoundTerms,
+    answer: oneshot::Sender<Answer>,
 }
 
-impl Combiner {
-    /// Decodes `body`, sluice's NDJSON with default options, into `def`'s schema, in a round
-    /// with the bodies that arrive with it.
-    pub(super) async fn decode(
-        &self,
-        def: Arc<TableDef>,
-        body: &[u8],
-    ) -> Result<(RecordBatch, u64), InsertError> {
-        let (answer, decoded) = oneshot::channel();
-        let leads = {
-            let mut queue = lock(&self.queue);
-            queue.waiting.push(Waiting {
-                def,
-                body: body.to_vec(),
-                answer,
-            });
-            !std::mem::replace(&mut queue.led, true)
-        };
-        if leads {
-            let round = Round(self);
-            tokio::task::yield_now().await;
-            drop(round);
-        }
-        match decoded.await {
-            Ok(decoded) => Ok(decoded?),
-            // Every round answers each of its bodies; this is a round that stopped halfway.
-            Err(_) => Err(InsertError::NotCommitted(
-                "the insert's decoding stopped before it was answered".to_owned(),
-            )),
-        }
+/// What an insert in a round asks for besides its rows.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RoundTerms {
+    pub(super) ack: AckMode,
+    pub(super) admission: Admission,
+    pub(super) max_rows: Option<usize>,
+}
+
+/// What a round gives an insert.
+pub(super) enum Answer {
+    /// Its rows and the Arrow memory they take, for the insert to go on alone; or why it was
+    /// refused.
+    Decoded(Result<(RecordBatch, u64), InsertError>),
+    /// Handed over with other inserts of the round: its rows, and the fsync of the frame that
+    /// holds them when they were logged.
+    HandedOver {
+        rows: u64,
+        durable: Option<Arc<Completion>>,
+    },
+}
+
+/// Takes `body`, sluice's NDJSON with default options, into `handle`'s next round, and waits for
+/// the round's answer.
+pub(super) async fn take_in(
+    pipeline: &Pipeline,
+    handle: &TableHandle,
+    def: Arc<TableDef>,
+    body: &[u8],
+    terms: RoundTerms,
+) -> Answer {
+    let (answer, answered) = oneshot::channel();
+    let leads = {
+        let mut queue = lock(&handle.combiner.queue);
+        queue.waiting.push(Waiting {
+            def,
+            body: body.to_vec(),
+            terms,
+            answer,
+        });
+        !std::mem::replace(&mut queue.led, true)
+    };
+    if leads {
+        let round = Round { pipeline, handle };
+        tokio::task::yield_now().await;
+        drop(round);
     }
+    answered.await.unwrap_or_else(|_| {
+        // Every round answers each of its inserts; this is a round that stopped halfway.
+        Answer::Decoded(Err(InsertError::NotCommitted(
+            "the insert's decoding stopped before it was answered".to_owned(),
+        )))
+    })
 }
 
-/// A round that an insert leads: taken and decoded when the leader resumes, or when it is
+/// A round that an insert leads: taken and answered when the leader resumes, or when it is
 /// dropped (its request went away), so no insert behind it is left waiting.
-struct Round<'a>(&'a Combiner);
+struct Round<'a> {
+    pipeline: &'a Pipeline,
+    handle: &'a TableHandle,
+}
 
 impl Drop for Round<'_> {
     fn drop(&mut self) {
-        let waiting = {
-            let mut queue = lock(&self.0.queue);
+        let mut waiting = {
+            let mut queue = lock(&self.handle.combiner.queue);
             queue.led = false;
             std::mem::take(&mut queue.waiting)
         };
-        decode_round(waiting);
+        // The bodies of one table definition are decoded together.
+        while let Some(first) = waiting.first() {
+            let def = first.def.clone();
+            let (same, rest): (Vec<Waiting>, Vec<Waiting>) =
+                waiting.into_iter().partition(|w| Arc::ptr_eq(&w.def, &def));
+            waiting = rest;
+            let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
+            let together = sluice_core::formats::decode_together(def.schema(), &bodies);
+            answer_round(self.pipeline, self.handle, same, together);
+        }
     }
 }
 
-/// Decodes a round's bodies, those of one table definition together, and answers each.
-fn decode_round(mut waiting: Vec<Waiting>) {
-    while let Some(first) = waiting.first() {
-        let def = first.def.clone();
-        let (same, rest): (Vec<Waiting>, Vec<Waiting>) =
-            waiting.into_iter().partition(|w| Arc::ptr_eq(&w.def, &def));
-        waiting = rest;
-        let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
-        let results = sluice_core::formats::decode_together(def.schema(), &bodies);
-        for (waiter, result) in same.into_iter().zip(results) {
-            // A waiter whose request went away takes no answer.
-            let _ = waiter.answer.send(result);
+/// Inserts whose rows sit next to each other in a round's arrays and that may be handed over
+/// together.
+struct Run {
+    ack: AckMode,
+    rows: Range<usize>,
+    members: Vec<(Waiting, Range<usize>)>,
+}
+
+/// Answers each insert of a round: hands over together the runs of those that allow it, and
+/// gives every other its own rows or error.
+fn answer_round(
+    pipeline: &Pipeline,
+    handle: &TableHandle,
+    waiting: Vec<Waiting>,
+    together: Together,
+) {
+    let (joint, bodies) = match together {
+        Together::Joint(joint, bodies) => (joint, bodies),
+        Together::Apart(batches) => {
+            for (waiter, decoded) in waiting.into_iter().zip(batches) {
+                let answer = checked(&waiter.terms, decoded);
+                let _ = waiter.answer.send(Answer::Decoded(answer));
+            }
+            return;
+        }
+    };
+    let mut runs: Vec<Run> = Vec::new();
+    for (waiter, body) in waiting.into_iter().zip(bodies) {
+        match body {
+            Ok(BodyRows::Joint(rows))
+                if may_hand_over(&waiter.terms)
+                    && within(waiter.terms.max_rows, rows.len()).is_ok() =>
+            {
+                join(&mut runs, waiter, rows);
+            }
+            body => {
+                let answer = checked(&waiter.terms, body.map(|rows| joint.batch_of(rows)));
+                // A waiter whose request went away takes no answer.
+                let _ = waiter.answer.send(Answer::Decoded(answer));
+            }
         }
     }
+    for run in runs {
+        hand_over_run(pipeline, handle, &joint, run);
+    }
+}
+
+/// Adds an insert to the last run of its ack mode when its rows follow that run's, or starts a
+/// run of its own.
+fn join(runs: &mut Vec<Run>, waiter: Waiting, rows: Range<usize>) {
+    let ack = waiter.terms.ack;
+    match runs.iter_mut().rev().find(|run| run.ack == ack) {
+        Some(run) if run.rows.end == rows.start => {
+            run.rows.end = rows.end;
+            run.members.push((waiter, rows));
+        }
+        _ => runs.push(Run {
+            ack,
+            rows: rows.clone(),
+            members: vec![(waiter, rows)],
+        }),
+    }
+}
+
+/// A decoded body, refused when it holds more rows than its insert allows.
+fn checked(
+    terms: &RoundTerms,
+    decoded: Result<(RecordBatch, u64), DecodeError>,
+) -> Result<(RecordBatch, u64), InsertError> {
+    let (batch, bytes) = decoded?;
+    within(terms.max_rows, batch.num_rows())?;
+    Ok((batch, bytes))
+}
+
+/// Whether an insert may be handed over with others: it is answered before its rows land, and
+/// is refused rather than kept waiting when the budget is spent.
+fn may_hand_over(terms: &RoundTerms) -> bool {
+    matches!(terms.ack, AckMode::Async | AckMode::Durable) && terms.admission == Admission::Refuse
+}
+
+/// Gives each insert its rows, to go on alone.
+fn go_alone(joint: &Joint, members: Vec<(Waiting, Range<usize>)>) {
+    for (waiter, rows) in members {
+        let _ = waiter.answer.send(Answer::Decoded(Ok(joint.rows(rows))));
+    }
+}
+
+/// Hands a run's rows to the writer as one insert of many, and answers its inserts; or, when
+/// that would not give each insert what it would get alone, lets each go alone.
+fn hand_over_run(pipeline: &Pipeline, handle: &TableHandle, joint: &Joint, run: Run) {
+    let (batch, bytes) = joint.rows(run.rows.clone());
+    let Some(handed) = prepare(pipeline, handle, &run, &batch, bytes) else {
+        go_alone(joint, run.members);
+        return;
+    };
+    let body_bytes: u64 = run.members.iter().map(|(w, _)| w.body.len() as u64).sum();
+    let inserts = run.members.len() as u64;
+    match pipeline.hand_over(handle, handed) {
+        Ok(durable) => {
+            handle.inserts.increment(inserts);
+            handle.rows_received.increment(batch.num_rows() as u64);
+            handle.bytes_received.increment(body_bytes);
+            for (waiter, rows) in run.members {
+                let _ = waiter.answer.send(Answer::HandedOver {
+                    rows: rows.len() as u64,
+                    durable: durable.clone(),
+                });
+            }
+        }
+        Err(error) => {
+            for (waiter, _) in run.members {
+                let _ = waiter.answer.send(Answer::Decoded(Err(error.clone())));
+            }
+        }
+    }
+}
+
+/// What the writer is handed for a run's rows, with their memory reserved: `None` when the rows
+/// span more than one partition, or one the throttle would delay or refuse, or need more memory
+/// than the budget has left.
+fn prepare(
+    pipeline: &Pipeline,
+    handle: &TableHandle,
+    run: &Run,
+    batch: &RecordBatch,
+    bytes: u64,
+) -> Option<Handed> {
+    // One partition: each insert spans one, within any limit, and counts in it.
+    let split = pipeline
+        .split_by_partition(handle, batch, None)
+        .ok()
+        .filter(|split| split.len() == 1)?;
+    if !matches!(pipeline.throttle_delay(handle, &split), Ok(delay) if delay.is_zero()) {
+        return None;
+    }
+    let measured = Measured::sized(split, bytes);
+    let reserved = handle.memory.try_reserve(measured.charge()).ok()?;
+    let payload = match pipeline.inner.wal {
+        Some(_) if run.ack != AckMode::Async => {
+            let bodies = run.members.iter().map(|(w, _)| w.body.as_slice());
+            Some(record::encode_ndjson_bodies(
+                handle.def().name().as_str(),
+                bodies,
+            ))
+        }
+        _ => None,
+    };
+    Some(Handed {
+        pieces: measured.reserved(reserved),
+        payload,
+        waiter: None,
+        keyed: None,
+        inserts: run.members.len() as u64,
+    })
 }
 
 fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
@@ -120,92 +308,60 @@ fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::AsArray;
-    use arrow::datatypes::Int64Type;
-    use sluice_core::{Column, ColumnType, DecodeOptions, FlushPolicy, TableLayout, TableName};
+    use sluice_core::{Column, ColumnType, FlushPolicy, TableLayout, TableName};
 
     use super::*;
 
-    fn def() -> Arc<TableDef> {
+    fn waiting(ack: AckMode) -> Waiting {
         let layout = TableLayout {
-            columns: vec![
-                Column::new("id", ColumnType::Int64).required(),
-                Column::new("name", ColumnType::String),
-            ],
+            columns: vec![Column::new("id", ColumnType::Int64)],
             partition_by: String::new(),
             sort_by: Vec::new(),
         };
-        Arc::new(
-            TableDef::new(TableName::new("t").unwrap(), layout, FlushPolicy::default()).unwrap(),
-        )
-    }
-
-    fn ids(batch: &RecordBatch) -> Vec<i64> {
-        batch
-            .column(0)
-            .as_primitive::<Int64Type>()
-            .values()
-            .to_vec()
-    }
-
-    /// Many inserts at once on a runtime of two threads: each gets its own rows, a bad body its
-    /// own error naming its line, and every good body lands whatever its neighbours sent.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn bodies_decoded_together_each_get_their_own_rows_and_errors() {
-        let combiner = Arc::new(Combiner::default());
-        let def = def();
-        let tasks: Vec<_> = (0..200i64)
-            .map(|i| {
-                let (combiner, def) = (combiner.clone(), def.clone());
-                tokio::spawn(async move {
-                    let body = match i % 10 {
-                        // A missing comma: arrow-json would take it, the strict check does not.
-                        3 => format!(
-                            "{{\"id\": {i}, \"name\": \"a\"}}\n{{\"id\": 1 \"name\": \"b\"}}\n"
-                        ),
-                        7 => format!("{{\"id\": \"{i}\"}}\n"),
-                        _ => format!(
-                            "{{\"id\": {i}, \"name\": \"n\"}}\n{{\"id\": {}}}\n",
-                            i + 1000
-                        ),
-                    };
-                    (i, combiner.decode(def, body.as_bytes()).await)
-                })
-            })
-            .collect();
-        for task in tasks {
-            let (i, decoded) = task.await.unwrap();
-            match i % 10 {
-                3 => {
-                    let error = decoded.unwrap_err().to_string();
-                    assert!(error.contains("line 2"), "{i}: {error}");
-                }
-                7 => assert!(decoded.is_err(), "{i}: a string for an integer was taken"),
-                _ => {
-                    let (batch, bytes) = decoded.unwrap();
-                    assert_eq!(ids(&batch), [i, i + 1000]);
-                    assert!(bytes > 0);
-                }
-            }
+        let name = TableName::new("t").unwrap();
+        let def = TableDef::new(name, layout, FlushPolicy::default()).unwrap();
+        let terms = RoundTerms {
+            ack,
+            admission: Admission::Refuse,
+            max_rows: None,
+        };
+        Waiting {
+            def: Arc::new(def),
+            body: Vec::new(),
+            terms,
+            answer: oneshot::channel().0,
         }
     }
 
-    /// A body decoded in a round answers as the same body decoded alone.
+    /// Inserts join the last run of their ack mode when their rows follow it, and start a run
+    /// otherwise: runs hold rows next to each other and one ack mode.
     #[test]
-    fn together_or_alone_a_body_decodes_to_the_same_rows() {
-        let def = def();
-        let bodies: Vec<Vec<u8>> = (0..5)
-            .map(|i| format!("{{\"id\": {i}, \"name\": \"x{i}\"}}\n").into_bytes())
-            .collect();
-        let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-        let together = sluice_core::formats::decode_together(def.schema(), &refs);
-        let mut shares = 0;
-        for (body, result) in bodies.iter().zip(together) {
-            let (batch, bytes) = result.unwrap();
-            let alone = sluice_core::decode(def.schema(), body, &DecodeOptions::default()).unwrap();
-            assert_eq!(batch, alone);
-            shares += bytes;
+    fn runs_hold_adjacent_rows_of_one_ack_mode() {
+        let mut runs = Vec::new();
+        let arrivals = [
+            (AckMode::Durable, 0..2),
+            (AckMode::Durable, 2..3),
+            (AckMode::Async, 3..5),
+            (AckMode::Durable, 5..6),
+            (AckMode::Async, 6..8),
+            (AckMode::Async, 9..10),
+        ];
+        for (ack, rows) in arrivals {
+            join(&mut runs, waiting(ack), rows);
         }
-        assert!(shares > 0);
+        let found: Vec<(AckMode, Range<usize>, usize)> = runs
+            .iter()
+            .map(|run| (run.ack, run.rows.clone(), run.members.len()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (AckMode::Durable, 0..3, 2),
+                (AckMode::Async, 3..5, 1),
+                (AckMode::Durable, 5..6, 1),
+                (AckMode::Async, 6..8, 1),
+                (AckMode::Async, 9..10, 1),
+            ]
+        );
     }
 }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::array::RecordBatch;
+use combine::{Answer, RoundTerms};
 use metrics::Counter;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, Header, InputFormat, TableDef, TableName,
@@ -200,6 +201,8 @@ struct Handed {
     /// What a `committed` insert waits on.
     waiter: Option<Arc<Waiter>>,
     keyed: Option<Arc<KeyedInsert>>,
+    /// The client inserts whose rows these are: one, or a round's ([`combine`]).
+    inserts: u64,
 }
 
 /// `options` with the column names a positional body's values are read by: a body in a format
@@ -221,19 +224,37 @@ fn with_positions(mut options: DecodeOptions, schema: &TableSchema) -> DecodeOpt
     options
 }
 
+/// An insert's body, decoded.
+enum Decoded {
+    /// Its rows, for the insert to submit, with the Arrow memory they take when they are a
+    /// slice of arrays decoded for several inserts.
+    Rows(RecordBatch, Option<u64>),
+    /// Its `rows` were handed to the writer with other inserts of a round
+    /// ([`combine`]), and logged in the frame whose fsync is `durable` when it asks for that.
+    HandedOver {
+        rows: u64,
+        durable: Option<Arc<Completion>>,
+    },
+}
+
 /// Decodes an insert's body into `def`'s schema, on a blocking thread when it is large, and
-/// refuses it past `max_rows` rows. A small body of sluice's NDJSON is decoded with the table's
-/// other small bodies when `together`; the rows' Arrow memory comes with the batch then.
+/// refuses it past `terms.max_rows` rows. A small body of sluice's NDJSON goes into the table's
+/// next round when `together` ([`combine`]).
 async fn decode_body(
-    handle: &TableHandle,
+    (pipeline, handle): (&Pipeline, &TableHandle),
     def: Arc<TableDef>,
     body: &[u8],
     options: &DecodeOptions,
-    (max_rows, together): (Option<usize>, bool),
-) -> Result<(RecordBatch, Option<u64>), InsertError> {
+    (terms, together): (RoundTerms, bool),
+) -> Result<Decoded, InsertError> {
     if together && body.len() <= DECODE_TOGETHER_MAX && *options == DecodeOptions::default() {
-        let (batch, bytes) = handle.combiner.decode(def, body).await?;
-        return within(max_rows, batch).map(|batch| (batch, Some(bytes)));
+        return match combine::take_in(pipeline, handle, def, body, terms).await {
+            Answer::Decoded(decoded) => {
+                let (batch, bytes) = decoded?;
+                Ok(Decoded::Rows(batch, Some(bytes)))
+            }
+            Answer::HandedOver { rows, durable } => Ok(Decoded::HandedOver { rows, durable }),
+        };
     }
     let batch = if body.len() > DECODE_INLINE_MAX {
         let schema = def.schema().clone();
@@ -244,20 +265,16 @@ async fn decode_body(
     } else {
         decode(def.schema(), body, options)?
     };
-    within(max_rows, batch).map(|batch| (batch, None))
+    within(terms.max_rows, batch.num_rows())?;
+    Ok(Decoded::Rows(batch, None))
 }
 
-/// `batch`, unless it holds more than `max_rows` rows.
-fn within(max_rows: Option<usize>, batch: RecordBatch) -> Result<RecordBatch, InsertError> {
-    if let Some(limit) = max_rows
-        && batch.num_rows() > limit
-    {
-        return Err(InsertError::TooManyRows {
-            rows: batch.num_rows(),
-            limit,
-        });
+/// Refuses an insert of more than `max_rows` rows.
+fn within(max_rows: Option<usize>, rows: usize) -> Result<(), InsertError> {
+    match max_rows {
+        Some(limit) if rows > limit => Err(InsertError::TooManyRows { rows, limit }),
+        _ => Ok(()),
     }
-    Ok(batch)
 }
 
 /// The limit on the partitions one insert may span, and whose it is: the pipeline's
@@ -300,21 +317,36 @@ impl Pipeline {
         if let Some(key) = insert.key {
             check_key(key).map_err(InsertError::BadKey)?;
         }
-        let limits = (insert.max_rows, insert.key.is_none());
+        let terms = RoundTerms {
+            ack: insert.ack,
+            admission: insert.admission,
+            max_rows: insert.max_rows,
+        };
+        let limits = (terms, insert.key.is_none());
         let def = handle.def();
-        let mut decoded = decode_body(&handle, def.clone(), insert.body, &options, limits).await;
+        let at = (self, &*handle);
+        let mut decoded = decode_body(at, def.clone(), insert.body, &options, limits).await;
         if matches!(decoded, Err(InsertError::Decode(_))) {
             match self.evolve(&handle, def, insert.body, &options).await {
                 Ok(true) => {
                     let def = handle.def();
-                    decoded = decode_body(&handle, def, insert.body, &options, limits).await;
+                    decoded = decode_body(at, def, insert.body, &options, limits).await;
                 }
                 Ok(false) => {}
                 Err(error) => decoded = Err(error),
             }
         }
         let (batch, arrow_bytes) = match decoded {
-            Ok(decoded) => decoded,
+            Ok(Decoded::Rows(batch, arrow_bytes)) => (batch, arrow_bytes),
+            Ok(Decoded::HandedOver { rows, durable }) => {
+                let inserted = Inserted {
+                    table: handle.def().name().clone(),
+                    rows,
+                    ack: insert.ack,
+                    duplicate: false,
+                };
+                return self.answer(inserted, durable, None).await;
+            }
             Err(error) => {
                 if let Some(key) = insert.key {
                     handle
@@ -577,6 +609,20 @@ impl Pipeline {
     /// [`sluice_core::PartsThrottle`]), before it takes any memory. The longest delay of its
     /// partitions applies; one partition over `parts_to_throw_insert` refuses the whole insert.
     async fn throttle(&self, handle: &TableHandle, split: &Split) -> Result<(), InsertError> {
+        let delay = self.throttle_delay(handle, split)?;
+        if !delay.is_zero() {
+            handle.delayed.increment(1);
+            tokio::time::sleep(delay).await;
+        }
+        Ok(())
+    }
+
+    /// How long the throttle delays an insert of `split`'s partitions, or its refusal.
+    fn throttle_delay(
+        &self,
+        handle: &TableHandle,
+        split: &Split,
+    ) -> Result<std::time::Duration, InsertError> {
         let throttle = *handle.def().throttle();
         let mut delay = std::time::Duration::ZERO;
         for (key, _) in split {
@@ -596,11 +642,7 @@ impl Pipeline {
                 }
             }
         }
-        if !delay.is_zero() {
-            handle.delayed.increment(1);
-            tokio::time::sleep(delay).await;
-        }
-        Ok(())
+        Ok(delay)
     }
 
     /// Splits, throttles, admits, numbers, logs (with `key`, when it has one) and hands over
@@ -671,6 +713,7 @@ impl Pipeline {
                 payload,
                 waiter,
                 keyed,
+                inserts: 1,
             },
         )?;
         handle.inserts.increment(1);
@@ -720,6 +763,7 @@ impl Pipeline {
             payload,
             waiter,
             keyed,
+            inserts,
         } = handed;
         let wal = self.inner.wal.as_ref();
         let _order = match handle.order.lock() {
@@ -753,6 +797,7 @@ impl Pipeline {
             frame,
             keyed,
             unfiltered: false,
+            inserts,
         };
         if handle.tx.send(Command::Insert(msg)).is_err() {
             // Shutting down. A logged frame stays in the log and lands after the next start.

@@ -38,6 +38,9 @@ pub(crate) struct InsertMsg {
     /// Replayed from the log at start, with the pieces the store holds not yet left out (its
     /// store did not answer then; see [`super::Opening`]).
     pub(crate) unfiltered: bool,
+    /// The client inserts whose rows it holds: one, or several taken in together, which count
+    /// as that many towards the flush policy's `max_inserts`.
+    pub(crate) inserts: u64,
 }
 
 impl InsertMsg {

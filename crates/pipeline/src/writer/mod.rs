@@ -344,9 +344,13 @@ impl Writer {
                 arrived: msg.arrived,
                 rows,
             };
-            let full = buffer
-                .rows
-                .push_sized(piece.batch, piece.bytes, msg.seq, token, now);
+            let full = buffer.rows.push_sized(
+                piece.batch,
+                piece.bytes,
+                (msg.seq, msg.inserts),
+                token,
+                now,
+            );
             let after = buffer.rows.bytes();
             buffer.held.absorb(piece.held);
             // Coalescing may have shrunk the buffer below what was reserved for it.

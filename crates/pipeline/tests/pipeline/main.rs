@@ -8,5 +8,6 @@ mod common;
 mod age;
 
 mod durability;
+mod rounds;
 mod store_down_at_start;
 mod store_outage;

@@ -1,0 +1,192 @@
+//! Small bodies of sluice's NDJSON decoded in one pass, each answered as if decoded alone.
+
+use std::ops::Range;
+
+use arrow::array::RecordBatch;
+
+use super::decode;
+use crate::error::DecodeError;
+use crate::json;
+use crate::options::DecodeOptions;
+use crate::schema::TableSchema;
+
+/// What [`decode_together`] gives a set of bodies.
+#[derive(Debug)]
+pub enum Together {
+    /// Each body decoded alone, with the Arrow memory its rows take, or its error: no body could
+    /// be decoded with others, or decoding them together failed.
+    Apart(Vec<Result<(RecordBatch, u64), DecodeError>>),
+    /// The arrays built for the bodies decoded together, and each body's rows, in the order the
+    /// bodies came, or the error [`decode`] gives it.
+    Joint(Joint, Vec<Result<BodyRows, DecodeError>>),
+}
+
+/// The arrays built for the bodies decoded together: their rows one body after another.
+#[derive(Debug)]
+pub struct Joint {
+    batch: RecordBatch,
+    /// The Arrow memory the arrays take.
+    bytes: u64,
+}
+
+/// Where a body's rows are.
+#[derive(Debug)]
+pub enum BodyRows {
+    /// Rows of the joint arrays.
+    Joint(Range<usize>),
+    /// A batch of its own, decoded alone, and the Arrow memory it takes.
+    Alone(RecordBatch, u64),
+}
+
+impl Joint {
+    /// The rows `range` and their share, by rows, of the arrays' memory: a slice reports its
+    /// whole parent's buffers.
+    pub fn rows(&self, range: Range<usize>) -> (RecordBatch, u64) {
+        let all = self.batch.num_rows().max(1) as u64;
+        let share = self.bytes * range.len() as u64 / all;
+        (self.batch.slice(range.start, range.len()), share)
+    }
+}
+
+impl Together {
+    /// Each body's batch and the Arrow memory its rows take, or its error.
+    pub fn into_batches(self) -> Vec<Result<(RecordBatch, u64), DecodeError>> {
+        match self {
+            Together::Apart(batches) => batches,
+            Together::Joint(joint, bodies) => bodies
+                .into_iter()
+                .map(|body| body.map(|rows| joint.batch_of(rows)))
+                .collect(),
+        }
+    }
+}
+
+impl Joint {
+    /// A body's batch and the Arrow memory its rows take.
+    pub fn batch_of(&self, rows: BodyRows) -> (RecordBatch, u64) {
+        match rows {
+            BodyRows::Joint(range) => self.rows(range),
+            BodyRows::Alone(batch, bytes) => (batch, bytes),
+        }
+    }
+}
+
+/// What [`decode`] gives each of `bodies`, sluice's NDJSON with [`DecodeOptions::default`], with
+/// the bodies that allow it decoded together: arrow-json builds one set of arrays for all of
+/// them, and each such body's rows are a range of it. Rows, values and errors are those of each
+/// body decoded alone: a body that the strict check refuses gets the check's error; one that
+/// needs its rows rewritten or built apart is decoded alone; when decoding together fails, each
+/// body is decoded alone, so a bad row is named in its own body's error and every other body
+/// lands.
+pub fn decode_together(schema: &TableSchema, bodies: &[&[u8]]) -> Together {
+    let alone = |body: &[u8]| {
+        decode(schema, body, &DecodeOptions::default()).map(|batch| {
+            let bytes = batch.get_array_memory_size() as u64;
+            (batch, bytes)
+        })
+    };
+    let planned: Vec<Result<Option<usize>, DecodeError>> = bodies
+        .iter()
+        .map(|body| json::decode::rows_to_decode_together(schema, body))
+        .collect();
+    let together: Vec<&[u8]> = bodies
+        .iter()
+        .zip(&planned)
+        .filter(|(_, plan)| matches!(plan, Ok(Some(rows)) if *rows > 0))
+        .map(|(body, _)| *body)
+        .collect();
+    let rows: usize = planned
+        .iter()
+        .filter_map(|plan| plan.as_ref().ok().copied().flatten())
+        .sum();
+    let decoded = (!together.is_empty())
+        .then(|| json::decode::decode_together(schema, &together, rows).ok())
+        .flatten()
+        .filter(|batch| batch.num_rows() == rows)
+        .and_then(|batch| crate::values::conform(batch, schema).ok());
+    let Some(batch) = decoded else {
+        let batches = bodies
+            .iter()
+            .zip(planned)
+            .map(|(body, plan)| plan.and_then(|_| alone(body)))
+            .collect();
+        return Together::Apart(batches);
+    };
+    let mut offset = 0;
+    let bodies = bodies
+        .iter()
+        .zip(planned)
+        .map(|(body, plan)| match plan? {
+            Some(n) if n > 0 => {
+                offset += n;
+                Ok(BodyRows::Joint(offset - n..offset))
+            }
+            _ => alone(body).map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
+        })
+        .collect();
+    let bytes = batch.get_array_memory_size() as u64;
+    Together::Joint(Joint { batch, bytes }, bodies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Column, ColumnType};
+
+    fn schema() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("name", ColumnType::String),
+        ])
+        .unwrap()
+    }
+
+    fn decoded_alone(body: &[u8]) -> Result<RecordBatch, DecodeError> {
+        decode(&schema(), body, &DecodeOptions::default())
+    }
+
+    /// Each body of a set decodes to the rows, or the error, it gets alone; the good ones share
+    /// one set of arrays, in order, and their shares of its memory add up to it.
+    #[test]
+    fn together_each_body_decodes_as_it_does_alone() {
+        let bodies: Vec<String> = (0..6)
+            .map(|i| match i {
+                2 => "{\"id\": 2 \"name\": \"x\"}\n".to_owned(),
+                4 => "{\"id\": \"four\"}\n".to_owned(),
+                _ => format!(
+                    "{{\"id\": {i}, \"name\": \"x{i}\"}}\n{{\"id\": {}}}",
+                    i + 100
+                ),
+            })
+            .collect();
+        let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+        let Together::Joint(joint, rows) = decode_together(&schema(), &refs) else {
+            panic!("the good bodies were not decoded together");
+        };
+        let ranges: Vec<Option<Range<usize>>> = rows
+            .iter()
+            .map(|rows| match rows {
+                Ok(BodyRows::Joint(range)) => Some(range.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ranges,
+            [Some(0..2), Some(2..4), None, Some(4..6), None, Some(6..8)]
+        );
+        let whole = joint.bytes;
+        let together = Together::Joint(joint, rows).into_batches();
+        let mut shares = 0;
+        for (body, result) in refs.iter().zip(together) {
+            match (result, decoded_alone(body)) {
+                (Ok((batch, bytes)), Ok(alone)) => {
+                    assert_eq!(batch, alone);
+                    shares += bytes;
+                }
+                (Err(together), Err(alone)) => assert_eq!(together, alone),
+                (together, alone) => panic!("together {together:?}, alone {alone:?}"),
+            }
+        }
+        assert!(shares > 0 && shares <= whole, "{shares} of {whole}");
+    }
+}

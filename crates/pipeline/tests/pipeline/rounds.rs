@@ -1,0 +1,203 @@
+//! Small inserts that arrive together are taken in rounds: decoded together and, when they may,
+//! handed over and logged together. Each still gets its own answer, its own error, and its rows
+//! once, across a crash too.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
+use sluice_pipeline::WalConfig;
+use sluice_pipeline::{
+    AckMode, Admission, Insert, InsertError, Inserted, Pipeline, PipelineConfig,
+};
+use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+
+use crate::common;
+
+/// Inserts each round of the test sends at once.
+const INSERTS: i64 = 300;
+
+fn table(max_inserts: i64) -> TableDef {
+    let layout = TableLayout {
+        columns: vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("name", ColumnType::String),
+        ],
+        partition_by: String::new(),
+        sort_by: vec![],
+    };
+    let policy = FlushPolicyConfig {
+        max_inserts: Some(max_inserts),
+        max_age: Some(std::time::Duration::from_secs(20)),
+        ..Default::default()
+    }
+    .validate()
+    .unwrap();
+    TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+}
+
+async fn start(dir: &Path, max_inserts: i64) -> Pipeline {
+    let config = PipelineConfig {
+        wal: Some(WalConfig::new(dir.join("_sluice/wal"))),
+        ..PipelineConfig::default()
+    };
+    let catalog = Arc::new(FileCatalog::open(dir).unwrap());
+    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
+    Pipeline::builder(config, catalog, lake)
+        .table(table(max_inserts), None)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Insert `i`'s body: two good rows (ids `i` and `i + 10_000`), or for every tenth one a missing
+/// comma on line 2, and for every tenth from 7 a string for the integer id.
+fn body(i: i64) -> String {
+    match i % 10 {
+        3 => format!("{{\"id\": {i}, \"name\": \"a\"}}\n{{\"id\": 1 \"name\": \"b\"}}\n"),
+        7 => format!("{{\"id\": \"{i}\"}}\n"),
+        _ => format!(
+            "{{\"id\": {i}, \"name\": \"n\"}}\n{{\"id\": {}}}",
+            i + 10_000
+        ),
+    }
+}
+
+/// Every third insert asks for `async`, the others for `durable`.
+fn ack(i: i64) -> AckMode {
+    match i % 3 {
+        0 => AckMode::Async,
+        _ => AckMode::Durable,
+    }
+}
+
+/// Sends [`INSERTS`] inserts at once, each on a task of its own, and checks each answer.
+async fn send_at_once(p: &Pipeline) {
+    let tasks: Vec<_> = (0..INSERTS)
+        .map(|i| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let body = body(i);
+                let answer = p
+                    .insert_body(Insert {
+                        table: "t",
+                        body: body.as_bytes(),
+                        options: Default::default(),
+                        ack: ack(i),
+                        admission: Admission::Refuse,
+                        max_partitions: None,
+                        max_rows: None,
+                        key: None,
+                    })
+                    .await;
+                (i, answer)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (i, answer) = task.await.unwrap();
+        check_answer(i, answer);
+    }
+}
+
+fn check_answer(i: i64, answer: Result<Inserted, InsertError>) {
+    match i % 10 {
+        3 => {
+            let error = answer.unwrap_err().to_string();
+            assert!(error.contains("line 2"), "insert {i}: {error}");
+        }
+        7 => assert!(
+            matches!(answer, Err(InsertError::Decode(_))),
+            "insert {i}: a string for an integer was taken: {answer:?}"
+        ),
+        _ => {
+            let inserted = answer.unwrap();
+            assert_eq!((inserted.rows, inserted.ack), (2, ack(i)), "insert {i}");
+        }
+    }
+}
+
+fn good(i: &i64) -> bool {
+    !matches!(i % 10, 3 | 7)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Inserts sent at once on two threads each get their own rows and errors, count as the inserts
+/// they are towards `max_inserts`, and land once.
+#[test]
+fn inserts_taken_in_together_keep_their_own_answers_and_count_as_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let good_inserts = (0..INSERTS).filter(good).count() as u64;
+    runtime().block_on(async {
+        // A flush at every `good_inserts` inserts: exactly one, if each counts once.
+        let p = start(dir.path(), good_inserts as i64).await;
+        send_at_once(&p).await;
+        common::wait_for("the flush at max_inserts", || {
+            p.tables()[0].rows_written == 2 * good_inserts
+        })
+        .await;
+        let table = &p.tables()[0];
+        assert_eq!(table.counters.inserts, good_inserts);
+        let flushes = table.counters.flushes;
+        assert_eq!((flushes.inserts, flushes.total()), (1, 1), "{flushes:?}");
+        assert_eq!(table.buffered_rows, 0);
+        p.shutdown().await;
+        assert_eq!(p.memory().0, 0, "an insert's reservation outlived it");
+    });
+    let expected = (0..INSERTS).filter(good).flat_map(|i| [i, i + 10_000]);
+    assert_ids(&common::ids_on_disk(dir.path()), expected);
+}
+
+/// `durable` inserts taken in together share log frames, and a crash before they land loses
+/// none of them and replays each row once.
+#[test]
+fn durable_inserts_taken_in_together_survive_a_crash_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Single-threaded, so `shutdown_background` drops every task: a crash.
+    let crashed = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let alive = crashed.block_on(async {
+        let p = start(dir.path(), 1_000_000).await;
+        send_at_once(&p).await;
+        p
+    });
+    crashed.shutdown_background();
+    drop(alive);
+    assert!(common::ids_on_disk(dir.path()).is_empty());
+    let durable: Vec<i64> = (0..INSERTS)
+        .filter(good)
+        .filter(|i| ack(*i) == AckMode::Durable)
+        .collect();
+    runtime().block_on(async {
+        let p = start(dir.path(), 1_000_000).await;
+        let replayed = p.replayed();
+        assert_eq!(replayed.rows, 2 * durable.len() as u64);
+        assert!(
+            replayed.frames < durable.len() as u64,
+            "{} frames for {} durable inserts sent at once: none were logged together",
+            replayed.frames,
+            durable.len()
+        );
+        p.shutdown().await;
+    });
+    let expected = durable.iter().flat_map(|i| [*i, i + 10_000]);
+    assert_ids(&common::ids_on_disk(dir.path()), expected);
+}
+
+fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>) {
+    let expected: Vec<i64> = expected.collect();
+    for id in &expected {
+        assert_eq!(counts.get(id), Some(&1), "id {id}");
+    }
+    assert_eq!(counts.len(), expected.len(), "unexpected rows on disk");
+}
