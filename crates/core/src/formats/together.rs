@@ -85,10 +85,9 @@ pub fn decode_together(schema: &TableSchema, bodies: &[&[u8]]) -> Together {
             (batch, bytes)
         })
     };
-    let planned: Vec<Result<Option<usize>, DecodeError>> = bodies
-        .iter()
-        .map(|body| json::decode::rows_to_decode_together(schema, body))
-        .collect();
+    let plan = json::decode::Joinable::new(schema);
+    let planned: Vec<Result<Option<usize>, DecodeError>> =
+        bodies.iter().map(|body| plan.rows(body)).collect();
     let together: Vec<&[u8]> = bodies
         .iter()
         .zip(&planned)

@@ -110,7 +110,26 @@ pub(crate) fn check(
     rows: &[Framed<'_>],
     dialect: JsonDialect,
 ) -> Result<ToRewrite, DecodeError> {
-    let kinds: Vec<Kind> = schema.fields().iter().map(|f| kind(f, dialect)).collect();
+    check_as(&Kinds::new(schema, dialect), schema, rows, dialect)
+}
+
+/// What each column of a schema must hold under a dialect, worked out once for many bodies.
+pub(crate) struct Kinds(Vec<Kind>);
+
+impl Kinds {
+    pub(crate) fn new(schema: &SchemaRef, dialect: JsonDialect) -> Self {
+        Self(schema.fields().iter().map(|f| kind(f, dialect)).collect())
+    }
+}
+
+/// [`check`] with the columns' kinds, which `kinds` worked out for `schema` and `dialect`.
+pub(crate) fn check_as(
+    kinds: &Kinds,
+    schema: &SchemaRef,
+    rows: &[Framed<'_>],
+    dialect: JsonDialect,
+) -> Result<ToRewrite, DecodeError> {
+    let kinds = kinds.0.as_slice();
     let mut seen = vec![false; kinds.len()];
     let mut to_rewrite = ToRewrite::default();
     for (index, framed) in rows.iter().enumerate() {
@@ -122,7 +141,7 @@ pub(crate) fn check(
         let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
-            kinds: &kinds,
+            kinds,
             quoted_numbers: dialect.takes_quoted_numbers(),
             seen: &mut seen,
             problem: &mut problem,

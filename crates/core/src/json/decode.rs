@@ -75,29 +75,44 @@ pub fn decode_ndjson(
     }
 }
 
-/// The rows of a body that arrow-json can take together with other such bodies: `Ok(Some(rows))`
-/// when the body, framed as sluice's NDJSON, passes the strict check and needs no row rewritten
-/// or built apart; `Ok(None)` when it must be decoded alone; `Err` as [`decode_ndjson`] refuses
-/// it with [`DecodeOptions::default`].
-pub(crate) fn rows_to_decode_together(
-    schema: &TableSchema,
-    body: &[u8],
-) -> Result<Option<usize>, DecodeError> {
-    let dialect = DecodeOptions::default().dialect;
-    let rows = frame::rows(body, dialect)?;
-    if schema
-        .arrow()
-        .fields()
-        .iter()
-        .any(|f| nested::is_nested(f.data_type()))
-    {
-        return Ok(None);
-    }
-    let to_rewrite = check::check(schema.arrow(), &rows, dialect)?;
-    Ok(to_rewrite.is_empty().then_some(rows.len()))
+/// Which bodies arrow-json can take together, for one table schema: its columns' kinds are
+/// worked out once for all the bodies of a round.
+pub(crate) struct Joinable<'a> {
+    schema: &'a TableSchema,
+    /// `None` when the schema has a nested column, whose values are built apart.
+    kinds: Option<check::Kinds>,
 }
 
-/// Decodes `bodies`, each of which [`rows_to_decode_together`] took, holding `rows` rows between
+impl<'a> Joinable<'a> {
+    pub(crate) fn new(schema: &'a TableSchema) -> Self {
+        let nested = schema
+            .arrow()
+            .fields()
+            .iter()
+            .any(|f| nested::is_nested(f.data_type()));
+        let dialect = DecodeOptions::default().dialect;
+        Self {
+            schema,
+            kinds: (!nested).then(|| check::Kinds::new(schema.arrow(), dialect)),
+        }
+    }
+
+    /// The rows of a body that arrow-json can take together with other such bodies:
+    /// `Ok(Some(rows))` when the body, framed as sluice's NDJSON, passes the strict check and
+    /// needs no row rewritten or built apart; `Ok(None)` when it must be decoded alone; `Err` as
+    /// [`decode_ndjson`] refuses it with [`DecodeOptions::default`].
+    pub(crate) fn rows(&self, body: &[u8]) -> Result<Option<usize>, DecodeError> {
+        let dialect = DecodeOptions::default().dialect;
+        let Some(kinds) = &self.kinds else {
+            return Ok(None);
+        };
+        let rows = frame::rows(body, dialect)?;
+        let to_rewrite = check::check_as(kinds, self.schema.arrow(), &rows, dialect)?;
+        Ok(to_rewrite.is_empty().then_some(rows.len()))
+    }
+}
+
+/// Decodes `bodies`, each of which [`Joinable::rows`] took, holding `rows` rows between
 /// them, as one stream of rows. `Err` says only that some row failed, not which.
 pub(crate) fn decode_together(
     schema: &TableSchema,
