@@ -133,9 +133,13 @@ impl Drop for Round<'_> {
         // The bodies of one table definition are decoded together.
         while let Some(first) = waiting.first() {
             let def = first.def.clone();
-            let (same, rest): (Vec<Waiting>, Vec<Waiting>) =
+            let (mut same, rest): (Vec<Waiting>, Vec<Waiting>) =
                 waiting.into_iter().partition(|w| Arc::ptr_eq(&w.def, &def));
             waiting = rest;
+            // Inserts that may be handed over together go next to each other, so that each
+            // ack mode's rows make one run. Inserts of one round arrived together: none is
+            // owed an order before another.
+            same.sort_by_key(|w| run_order(&w.terms));
             let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
             let together = sluice_core::formats::decode_together(def.schema(), &bodies);
             answer_round(self.pipeline, self.handle, same, together);
@@ -215,6 +219,15 @@ fn checked(
     let (batch, bytes) = decoded?;
     within(terms.max_rows, batch.num_rows())?;
     Ok((batch, bytes))
+}
+
+/// Where an insert goes in its round: `async`, then `durable`, then those that go on alone.
+fn run_order(terms: &RoundTerms) -> u8 {
+    match terms.ack {
+        _ if !may_hand_over(terms) => 2,
+        AckMode::Async => 0,
+        _ => 1,
+    }
 }
 
 /// Whether an insert may be handed over with others: it is answered before its rows land, and
