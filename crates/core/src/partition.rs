@@ -325,6 +325,12 @@ impl Grouped<'_> {
         self.groups.is_empty()
     }
 
+    /// Each partition's rows, in the order [`Grouped::split`] gives the partitions: their
+    /// indexes, rising, or `None` for every row of the batch.
+    pub fn rows(&self) -> impl Iterator<Item = Option<&[u32]>> {
+        self.groups.iter().map(|(_, rows)| rows.as_deref())
+    }
+
     /// One batch per partition; rows keep their relative order inside each.
     pub fn split(self) -> Result<Vec<(PartitionKey, RecordBatch)>, DecodeError> {
         let batch = self.batch;

@@ -13,8 +13,8 @@
 //! fsync for `durable`.
 //!
 //! A round hands inserts over together only when doing so gives each what it would have got
-//! alone: one partition between them, no throttle delay, room in the budget, and no insert's
-//! own limits exceeded. Otherwise, and for `committed` inserts and those that wait for memory,
+//! alone: no throttle delay in any of their partitions, room in the budget, and no insert over
+//! its own limits. Each partition's piece counts the inserts with rows in it. Otherwise, and for `committed` inserts and those that wait for memory,
 //! each insert takes its rows as a slice of the round's arrays and goes on alone, charged its
 //! share of them by rows.
 //!
@@ -32,11 +32,11 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use sluice_core::formats::{BodyRows, Joint, Together};
-use sluice_core::{DecodeError, TableDef};
+use sluice_core::{DecodeError, Grouped, TableDef};
 use sluice_wal::Completion;
 use tokio::sync::oneshot;
 
-use super::{Admission, Handed, Pipeline, TableHandle, within};
+use super::{Admission, Handed, Pipeline, TableHandle, partition_limit, within};
 use crate::ack::AckMode;
 use crate::error::InsertError;
 use crate::record;
@@ -67,6 +67,7 @@ struct Waiting {
 pub(super) struct RoundTerms {
     pub(super) ack: AckMode,
     pub(super) admission: Admission,
+    pub(super) max_partitions: Option<usize>,
     pub(super) max_rows: Option<usize>,
 }
 
@@ -273,9 +274,9 @@ fn hand_over_run(pipeline: &Pipeline, handle: &TableHandle, joint: &Joint, run: 
     }
 }
 
-/// What the writer is handed for a run's rows, with their memory reserved: `None` when the rows
-/// span more than one partition, or one the throttle would delay or refuse, or need more memory
-/// than the budget has left.
+/// What the writer is handed for a run's rows, with their memory reserved: `None` when an
+/// insert would span more partitions than it may, a partition is one the throttle would delay
+/// or refuse, or the rows need more memory than the budget has left.
 fn prepare(
     pipeline: &Pipeline,
     handle: &TableHandle,
@@ -283,33 +284,101 @@ fn prepare(
     batch: &RecordBatch,
     bytes: u64,
 ) -> Option<Handed> {
-    // One partition: each insert spans one, within any limit, and counts in it.
-    let split = pipeline
-        .split_by_partition(handle, batch, None)
-        .ok()
-        .filter(|split| split.len() == 1)?;
+    let def = &run.members.first()?.0.def;
+    let grouped = def
+        .partition()
+        .group(batch, handle.store.empty_partition_value())
+        .ok()?;
+    let spans = Spans::of(&grouped, run);
+    let configured = pipeline.inner.config.max_partitions_per_insert;
+    let within_limits = run
+        .members
+        .iter()
+        .zip(&spans.partitions)
+        .all(|((w, _), n)| {
+            let (limit, _) = partition_limit(configured, w.terms.max_partitions);
+            limit == 0 || *n <= limit
+        });
+    if !within_limits {
+        return None;
+    }
+    let split = grouped.split().ok()?;
     if !matches!(pipeline.throttle_delay(handle, &split), Ok(delay) if delay.is_zero()) {
         return None;
     }
-    let measured = Measured::sized(split, bytes);
+    let measured = match split.len() {
+        1 => Measured::sized(split, bytes),
+        _ => Measured::new(split),
+    };
     let reserved = handle.memory.try_reserve(measured.charge()).ok()?;
+    let mut pieces = measured.reserved(reserved);
+    for (piece, inserts) in pieces.iter_mut().zip(spans.inserts) {
+        piece.inserts = inserts;
+    }
     let payload = match pipeline.inner.wal {
         Some(_) if run.ack != AckMode::Async => {
             let bodies = run.members.iter().map(|(w, _)| w.body.as_slice());
-            Some(record::encode_ndjson_bodies(
-                handle.def().name().as_str(),
-                bodies,
-            ))
+            Some(record::encode_ndjson_bodies(def.name().as_str(), bodies))
         }
         _ => None,
     };
     Some(Handed {
-        pieces: measured.reserved(reserved),
+        pieces,
         payload,
         waiter: None,
         keyed: None,
-        inserts: run.members.len() as u64,
     })
+}
+
+/// How a run's inserts and the partitions of its rows overlap.
+#[derive(Debug, PartialEq)]
+struct Spans {
+    /// For each partition, in the order the rows are split: the inserts with rows in it.
+    inserts: Vec<u64>,
+    /// For each insert of the run: the partitions it has rows in.
+    partitions: Vec<usize>,
+}
+
+impl Spans {
+    fn of(grouped: &Grouped<'_>, run: &Run) -> Self {
+        // Each insert's rows end here, counted from the run's first row.
+        let ends: Vec<usize> = run
+            .members
+            .iter()
+            .map(|(_, rows)| rows.end - run.rows.start)
+            .collect();
+        Self::from_rows(grouped.rows(), &ends)
+    }
+
+    /// From each partition's rows (rising, or `None` for all of them) and where each insert's
+    /// rows end.
+    fn from_rows<'a>(groups: impl Iterator<Item = Option<&'a [u32]>>, ends: &[usize]) -> Self {
+        let mut partitions = vec![0; ends.len()];
+        let inserts = groups
+            .map(|rows| {
+                let Some(rows) = rows else {
+                    partitions.iter_mut().for_each(|n| *n += 1);
+                    return ends.len() as u64;
+                };
+                let (mut member, mut last, mut count) = (0, None, 0);
+                for &row in rows {
+                    while ends.get(member).is_some_and(|end| row as usize >= *end) {
+                        member += 1;
+                    }
+                    if last != Some(member) && member < ends.len() {
+                        last = Some(member);
+                        partitions[member] += 1;
+                        count += 1;
+                    }
+                }
+                count
+            })
+            .collect();
+        Self {
+            inserts,
+            partitions,
+        }
+    }
 }
 
 fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
@@ -336,6 +405,7 @@ mod tests {
         let terms = RoundTerms {
             ack,
             admission: Admission::Refuse,
+            max_partitions: None,
             max_rows: None,
         };
         Waiting {
@@ -375,6 +445,33 @@ mod tests {
                 (AckMode::Async, 6..8, 1),
                 (AckMode::Async, 9..10, 1),
             ]
+        );
+    }
+
+    /// Each partition counts the inserts with rows in it, and each insert the partitions it
+    /// has rows in.
+    #[test]
+    fn spans_count_inserts_per_partition_and_partitions_per_insert() {
+        // Three inserts: rows 0..2, 2..3 and 3..6.
+        let ends = [2, 3, 6];
+        let a: &[u32] = &[0, 3, 5];
+        let b: &[u32] = &[1, 4];
+        let c: &[u32] = &[2];
+        let spans = Spans::from_rows([Some(a), Some(b), Some(c)].into_iter(), &ends);
+        assert_eq!(
+            spans,
+            Spans {
+                inserts: vec![2, 2, 1],
+                partitions: vec![2, 1, 2],
+            }
+        );
+        let whole = Spans::from_rows([None].into_iter(), &ends);
+        assert_eq!(
+            whole,
+            Spans {
+                inserts: vec![3],
+                partitions: vec![1, 1, 1],
+            }
         );
     }
 }

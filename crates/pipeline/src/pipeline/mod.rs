@@ -201,8 +201,6 @@ struct Handed {
     /// What a `committed` insert waits on.
     waiter: Option<Arc<Waiter>>,
     keyed: Option<Arc<KeyedInsert>>,
-    /// The client inserts whose rows these are: one, or a round's ([`combine`]).
-    inserts: u64,
 }
 
 /// `options` with the column names a positional body's values are read by: a body in a format
@@ -320,6 +318,7 @@ impl Pipeline {
         let terms = RoundTerms {
             ack: insert.ack,
             admission: insert.admission,
+            max_partitions: insert.max_partitions,
             max_rows: insert.max_rows,
         };
         let limits = (terms, insert.key.is_none());
@@ -713,7 +712,6 @@ impl Pipeline {
                 payload,
                 waiter,
                 keyed,
-                inserts: 1,
             },
         )?;
         handle.inserts.increment(1);
@@ -763,7 +761,6 @@ impl Pipeline {
             payload,
             waiter,
             keyed,
-            inserts,
         } = handed;
         let wal = self.inner.wal.as_ref();
         let _order = match handle.order.lock() {
@@ -797,7 +794,6 @@ impl Pipeline {
             frame,
             keyed,
             unfiltered: false,
-            inserts,
         };
         if handle.tx.send(Command::Insert(msg)).is_err() {
             // Shutting down. A logged frame stays in the log and lands after the next start.

@@ -110,7 +110,6 @@ pub(super) fn replay_frames(
             durable: None,
             keyed,
             unfiltered: held.is_none(),
-            inserts: 1,
         };
         let _ = handle.tx.send(Command::Insert(msg));
     })?;

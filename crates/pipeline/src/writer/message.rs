@@ -38,9 +38,6 @@ pub(crate) struct InsertMsg {
     /// Replayed from the log at start, with the pieces the store holds not yet left out (its
     /// store did not answer then; see [`super::Opening`]).
     pub(crate) unfiltered: bool,
-    /// The client inserts whose rows it holds: one, or several taken in together, which count
-    /// as that many towards the flush policy's `max_inserts`.
-    pub(crate) inserts: u64,
 }
 
 impl InsertMsg {
@@ -115,6 +112,9 @@ pub(crate) struct Piece {
     /// Its Arrow memory and [`INSERT_OVERHEAD`] in the table's budget, given back when the piece
     /// is dropped.
     pub(crate) held: Reservation,
+    /// The client inserts with rows in it: one, or those of a round taken in together, which
+    /// count as that many towards the flush policy's `max_inserts`.
+    pub(crate) inserts: u64,
 }
 
 /// An insert's rows split by partition, each with its Arrow memory, measured once: what they
@@ -163,6 +163,7 @@ impl Measured {
                 batch,
                 bytes,
                 held: whole.split(bytes + INSERT_OVERHEAD),
+                inserts: 1,
             })
             .collect()
     }

@@ -347,7 +347,7 @@ impl Writer {
             let full = buffer.rows.push_sized(
                 piece.batch,
                 piece.bytes,
-                (msg.seq, msg.inserts),
+                (msg.seq, piece.inserts),
                 token,
                 now,
             );

@@ -194,6 +194,97 @@ fn durable_inserts_taken_in_together_survive_a_crash_once() {
     assert_ids(&common::ids_on_disk(dir.path()), expected);
 }
 
+/// Table `t` partitioned by `p`, flushing each partition at `max_inserts` inserts.
+fn partitioned(max_inserts: i64) -> TableDef {
+    let layout = TableLayout {
+        columns: vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("p", ColumnType::String).required(),
+        ],
+        partition_by: "p".into(),
+        sort_by: vec![],
+    };
+    let mut def = table(max_inserts);
+    def = TableDef::new(def.name().clone(), layout, *def.policy()).unwrap();
+    def
+}
+
+/// Inserts sent at once into a partitioned table, each with a row in two of its three
+/// partitions, are handed over together: each partition counts the inserts with rows in it
+/// towards `max_inserts`, and an insert allowed fewer partitions than it spans is refused alone.
+#[test]
+fn inserts_taken_in_together_count_in_each_partition_they_reach() {
+    const SPANNING: i64 = 150;
+    let dir = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        // Each partition gets rows from 100 inserts: a flush at max_inserts in each.
+        let config = PipelineConfig {
+            wal: Some(WalConfig::new(dir.path().join("_sluice/wal"))),
+            ..PipelineConfig::default()
+        };
+        let catalog = Arc::new(FileCatalog::open(dir.path()).unwrap());
+        let lake = Arc::new(LakeSink::new(LakeConfig::new(dir.path())).unwrap());
+        let p = Pipeline::builder(config, catalog, lake)
+            .table(partitioned(100), None)
+            .start()
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..=SPANNING)
+            .map(|i| {
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let body = format!(
+                        "{{\"id\": {i}, \"p\": \"p{}\"}}\n{{\"id\": {}, \"p\": \"p{}\"}}\n",
+                        i % 3,
+                        i + 10_000,
+                        (i + 1) % 3
+                    );
+                    let answer = p
+                        .insert_body(Insert {
+                            table: "t",
+                            body: body.as_bytes(),
+                            options: Default::default(),
+                            ack: AckMode::Durable,
+                            admission: Admission::Refuse,
+                            // The last insert allows one partition and spans two.
+                            max_partitions: (i == SPANNING).then_some(1),
+                            max_rows: None,
+                            key: None,
+                        })
+                        .await;
+                    (i, answer)
+                })
+            })
+            .collect();
+        for task in tasks {
+            match task.await.unwrap() {
+                (SPANNING, answer) => assert!(
+                    matches!(answer, Err(InsertError::TooManyPartitions { .. })),
+                    "{answer:?}"
+                ),
+                (i, answer) => assert_eq!(answer.unwrap().rows, 2, "insert {i}"),
+            }
+        }
+        common::wait_for("a flush at max_inserts in each partition", || {
+            p.tables()[0].rows_written == 2 * SPANNING as u64
+        })
+        .await;
+        let table = &p.tables()[0];
+        assert_eq!(table.counters.inserts, SPANNING as u64);
+        let flushes = table.counters.flushes;
+        assert_eq!((flushes.inserts, flushes.total()), (3, 3), "{flushes:?}");
+        let frames = p.wal().unwrap().frames;
+        assert!(
+            frames < SPANNING as u64,
+            "{frames} log frames for {SPANNING} inserts sent at once: none were handed over together"
+        );
+        p.shutdown().await;
+        assert_eq!(p.memory().0, 0, "an insert's reservation outlived it");
+    });
+    let expected = (0..SPANNING).flat_map(|i| [i, i + 10_000]);
+    assert_ids(&common::ids_on_disk(dir.path()), expected);
+}
+
 fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>) {
     let expected: Vec<i64> = expected.collect();
     for id in &expected {
