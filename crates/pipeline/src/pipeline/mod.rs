@@ -239,7 +239,8 @@ enum Decoded {
 /// refuses it past `terms.max_rows` rows. A small body of sluice's NDJSON goes into the table's
 /// next round when `together` ([`combine`]).
 async fn decode_body(
-    (pipeline, handle): (&Pipeline, &TableHandle),
+    pipeline: &Pipeline,
+    handle: &TableHandle,
     def: Arc<TableDef>,
     body: &[u8],
     options: &DecodeOptions,
@@ -323,13 +324,13 @@ impl Pipeline {
         };
         let limits = (terms, insert.key.is_none());
         let def = handle.def();
-        let at = (self, &*handle);
-        let mut decoded = decode_body(at, def.clone(), insert.body, &options, limits).await;
+        let mut decoded =
+            decode_body(self, &handle, def.clone(), insert.body, &options, limits).await;
         if matches!(decoded, Err(InsertError::Decode(_))) {
             match self.evolve(&handle, def, insert.body, &options).await {
                 Ok(true) => {
                     let def = handle.def();
-                    decoded = decode_body(at, def, insert.body, &options, limits).await;
+                    decoded = decode_body(self, &handle, def, insert.body, &options, limits).await;
                 }
                 Ok(false) => {}
                 Err(error) => decoded = Err(error),
