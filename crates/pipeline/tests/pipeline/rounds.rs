@@ -37,7 +37,7 @@ fn table(max_inserts: i64) -> TableDef {
     TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
 }
 
-async fn start(dir: &Path, max_inserts: i64) -> Pipeline {
+async fn start(dir: &Path, def: TableDef) -> Pipeline {
     let config = PipelineConfig {
         wal: Some(WalConfig::new(dir.join("_sluice/wal"))),
         ..PipelineConfig::default()
@@ -45,10 +45,37 @@ async fn start(dir: &Path, max_inserts: i64) -> Pipeline {
     let catalog = Arc::new(FileCatalog::open(dir).unwrap());
     let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
     Pipeline::builder(config, catalog, lake)
-        .table(table(max_inserts), None)
+        .table(def, None)
         .start()
         .await
         .unwrap()
+}
+
+/// Sends insert `i` of `body` into table `t` on a task of its own, refused (not waited for)
+/// when the buffer is full.
+fn spawn_insert(
+    p: &Pipeline,
+    i: i64,
+    body: String,
+    ack: AckMode,
+    max_partitions: Option<usize>,
+) -> tokio::task::JoinHandle<(i64, Result<Inserted, InsertError>)> {
+    let p = p.clone();
+    tokio::spawn(async move {
+        let answer = p
+            .insert_body(Insert {
+                table: "t",
+                body: body.as_bytes(),
+                options: Default::default(),
+                ack,
+                admission: Admission::Refuse,
+                max_partitions,
+                max_rows: None,
+                key: None,
+            })
+            .await;
+        (i, answer)
+    })
 }
 
 /// Insert `i`'s body: two good rows (ids `i` and `i + 10_000`), or for every tenth one a missing
@@ -75,25 +102,7 @@ fn ack(i: i64) -> AckMode {
 /// Sends [`INSERTS`] inserts at once, each on a task of its own, and checks each answer.
 async fn send_at_once(p: &Pipeline) {
     let tasks: Vec<_> = (0..INSERTS)
-        .map(|i| {
-            let p = p.clone();
-            tokio::spawn(async move {
-                let body = body(i);
-                let answer = p
-                    .insert_body(Insert {
-                        table: "t",
-                        body: body.as_bytes(),
-                        options: Default::default(),
-                        ack: ack(i),
-                        admission: Admission::Refuse,
-                        max_partitions: None,
-                        max_rows: None,
-                        key: None,
-                    })
-                    .await;
-                (i, answer)
-            })
-        })
+        .map(|i| spawn_insert(p, i, body(i), ack(i), None))
         .collect();
     for task in tasks {
         let (i, answer) = task.await.unwrap();
@@ -138,7 +147,7 @@ fn inserts_taken_in_together_keep_their_own_answers_and_count_as_inserts() {
     let good_inserts = (0..INSERTS).filter(good).count() as u64;
     runtime().block_on(async {
         // A flush at every `good_inserts` inserts: exactly one, if each counts once.
-        let p = start(dir.path(), good_inserts as i64).await;
+        let p = start(dir.path(), table(good_inserts as i64)).await;
         send_at_once(&p).await;
         common::wait_for("the flush at max_inserts", || {
             p.tables()[0].rows_written == 2 * good_inserts
@@ -167,7 +176,7 @@ fn durable_inserts_taken_in_together_survive_a_crash_once() {
         .build()
         .unwrap();
     let alive = crashed.block_on(async {
-        let p = start(dir.path(), 1_000_000).await;
+        let p = start(dir.path(), table(1_000_000)).await;
         send_at_once(&p).await;
         p
     });
@@ -179,7 +188,7 @@ fn durable_inserts_taken_in_together_survive_a_crash_once() {
         .filter(|i| ack(*i) == AckMode::Durable)
         .collect();
     runtime().block_on(async {
-        let p = start(dir.path(), 1_000_000).await;
+        let p = start(dir.path(), table(1_000_000)).await;
         let replayed = p.replayed();
         assert_eq!(replayed.rows, 2 * durable.len() as u64);
         assert!(
@@ -218,42 +227,18 @@ fn inserts_taken_in_together_count_in_each_partition_they_reach() {
     let dir = tempfile::tempdir().unwrap();
     runtime().block_on(async {
         // Each partition gets rows from 100 inserts: a flush at max_inserts in each.
-        let config = PipelineConfig {
-            wal: Some(WalConfig::new(dir.path().join("_sluice/wal"))),
-            ..PipelineConfig::default()
-        };
-        let catalog = Arc::new(FileCatalog::open(dir.path()).unwrap());
-        let lake = Arc::new(LakeSink::new(LakeConfig::new(dir.path())).unwrap());
-        let p = Pipeline::builder(config, catalog, lake)
-            .table(partitioned(100), None)
-            .start()
-            .await
-            .unwrap();
+        let p = start(dir.path(), partitioned(100)).await;
         let tasks: Vec<_> = (0..=SPANNING)
             .map(|i| {
-                let p = p.clone();
-                tokio::spawn(async move {
-                    let body = format!(
-                        "{{\"id\": {i}, \"p\": \"p{}\"}}\n{{\"id\": {}, \"p\": \"p{}\"}}\n",
-                        i % 3,
-                        i + 10_000,
-                        (i + 1) % 3
-                    );
-                    let answer = p
-                        .insert_body(Insert {
-                            table: "t",
-                            body: body.as_bytes(),
-                            options: Default::default(),
-                            ack: AckMode::Durable,
-                            admission: Admission::Refuse,
-                            // The last insert allows one partition and spans two.
-                            max_partitions: (i == SPANNING).then_some(1),
-                            max_rows: None,
-                            key: None,
-                        })
-                        .await;
-                    (i, answer)
-                })
+                let body = format!(
+                    "{{\"id\": {i}, \"p\": \"p{}\"}}\n{{\"id\": {}, \"p\": \"p{}\"}}\n",
+                    i % 3,
+                    i + 10_000,
+                    (i + 1) % 3
+                );
+                // The last insert allows one partition and spans two.
+                let max_partitions = (i == SPANNING).then_some(1);
+                spawn_insert(&p, i, body, AckMode::Durable, max_partitions)
             })
             .collect();
         for task in tasks {
