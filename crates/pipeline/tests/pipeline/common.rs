@@ -4,12 +4,16 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sluice_core::{FlushPolicyConfig, TableDef, TableLayout, TableName};
-use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Pipeline};
+use sluice_pipeline::{
+    AckMode, Admission, Insert, InsertError, Pipeline, PipelineConfig, Storage, WalConfig,
+};
+use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
 
 /// Table `t` of `layout`, flushing at `max_rows` rows (or after 20 s).
 pub(crate) fn table(layout: TableLayout, max_rows: i64) -> TableDef {
@@ -21,6 +25,23 @@ pub(crate) fn table(layout: TableLayout, max_rows: i64) -> TableDef {
     .validate()
     .unwrap();
     TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
+}
+
+/// A pipeline that lands `def` in the lake under `dir`, with its write-ahead log there too, on
+/// `storage`.
+pub(crate) async fn start_logged(dir: &Path, def: TableDef, storage: Arc<dyn Storage>) -> Pipeline {
+    let config = PipelineConfig {
+        wal: Some(WalConfig::new(dir.join("_sluice/wal"))),
+        ..PipelineConfig::default()
+    };
+    let catalog = Arc::new(FileCatalog::open(dir).unwrap());
+    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
+    Pipeline::builder(config, catalog, lake)
+        .table(def, None)
+        .wal_storage(storage)
+        .start()
+        .await
+        .unwrap()
 }
 
 /// Inserts the NDJSON `body` into table `t`, refused (not waited for) when the buffer is full.

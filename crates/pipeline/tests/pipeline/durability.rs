@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use sluice_core::{Column, ColumnType, TableDef, TableLayout};
-use sluice_pipeline::{AckMode, InsertError, Pipeline, PipelineConfig, Storage, WalConfig};
-use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+use sluice_pipeline::{AckMode, InsertError, Pipeline, Storage};
 use sluice_wal::FsStorage;
 use sluice_wal::faults::FaultyStorage;
 
@@ -30,18 +29,7 @@ fn table(max_rows: i64) -> TableDef {
 }
 
 async fn start(dir: &Path, max_rows: i64, storage: Arc<dyn Storage>) -> Pipeline {
-    let config = PipelineConfig {
-        wal: Some(WalConfig::new(dir.join("_sluice/wal"))),
-        ..PipelineConfig::default()
-    };
-    let catalog = Arc::new(FileCatalog::open(dir).unwrap());
-    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
-    Pipeline::builder(config, catalog, lake)
-        .table(table(max_rows), None)
-        .wal_storage(storage)
-        .start()
-        .await
-        .unwrap()
+    common::start_logged(dir, table(max_rows), storage).await
 }
 
 /// A runtime to crash: single-threaded, so `shutdown_background` drops every task before it

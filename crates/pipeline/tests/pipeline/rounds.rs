@@ -7,11 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_core::{Column, ColumnType, FlushPolicyConfig, TableDef, TableLayout, TableName};
-use sluice_pipeline::WalConfig;
-use sluice_pipeline::{
-    AckMode, Admission, Insert, InsertError, Inserted, Pipeline, PipelineConfig,
-};
-use sluice_sinks::{FileCatalog, LakeConfig, LakeSink};
+use sluice_pipeline::{AckMode, Admission, Insert, InsertError, Inserted, Pipeline};
+use sluice_wal::FsStorage;
 
 use crate::common;
 
@@ -38,17 +35,7 @@ fn table(max_inserts: i64) -> TableDef {
 }
 
 async fn start(dir: &Path, def: TableDef) -> Pipeline {
-    let config = PipelineConfig {
-        wal: Some(WalConfig::new(dir.join("_sluice/wal"))),
-        ..PipelineConfig::default()
-    };
-    let catalog = Arc::new(FileCatalog::open(dir).unwrap());
-    let lake = Arc::new(LakeSink::new(LakeConfig::new(dir)).unwrap());
-    Pipeline::builder(config, catalog, lake)
-        .table(def, None)
-        .start()
-        .await
-        .unwrap()
+    common::start_logged(dir, def, Arc::new(FsStorage)).await
 }
 
 /// Sends insert `i` of `body` into table `t` on a task of its own, refused (not waited for)
