@@ -27,6 +27,24 @@ pub(crate) fn table(layout: TableLayout, max_rows: i64) -> TableDef {
     TableDef::new(TableName::new("t").unwrap(), layout, policy).unwrap()
 }
 
+/// A runtime to crash: single-threaded, so `shutdown_background` drops every task before it
+/// returns and no writer can run again, not even to notice its channel closing.
+pub(crate) fn crashing_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A runtime of two worker threads, as this machine's server has.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A pipeline that lands `def` in the lake under `dir`, with its write-ahead log there too, on
 /// `storage`.
 pub(crate) async fn start_logged(dir: &Path, def: TableDef, storage: Arc<dyn Storage>) -> Pipeline {

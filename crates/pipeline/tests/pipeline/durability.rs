@@ -32,23 +32,6 @@ async fn start(dir: &Path, max_rows: i64, storage: Arc<dyn Storage>) -> Pipeline
     common::start_logged(dir, table(max_rows), storage).await
 }
 
-/// A runtime to crash: single-threaded, so `shutdown_background` drops every task before it
-/// returns and no writer can run again, not even to notice its channel closing.
-fn crashing_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn insert(p: &Pipeline, ids: std::ops::Range<i64>, ack: AckMode) -> Result<(), InsertError> {
     let body: Vec<u8> = ids
         .flat_map(|id| format!("{{\"id\":{id}}}\n").into_bytes())
@@ -67,7 +50,7 @@ fn assert_ids(counts: &HashMap<i64, usize>, expected: impl Iterator<Item = i64>)
 #[test]
 fn durable_rows_survive_a_crash_and_land_once() {
     let dir = tempfile::tempdir().unwrap();
-    let crashed = crashing_runtime();
+    let crashed = common::crashing_runtime();
     let alive = crashed.block_on(async {
         let p = start(dir.path(), 1_000_000, Arc::new(FsStorage)).await;
         for i in 0..10 {
@@ -90,7 +73,7 @@ fn durable_rows_survive_a_crash_and_land_once() {
         "nothing landed before the crash"
     );
 
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let p = start(dir.path(), 1_000_000, Arc::new(FsStorage)).await;
         let replayed = p.replayed();
         assert_eq!((replayed.frames, replayed.rows), (10, 100));
@@ -108,7 +91,7 @@ fn durable_rows_survive_a_crash_and_land_once() {
 #[test]
 fn replay_skips_what_the_lake_already_holds() {
     let dir = tempfile::tempdir().unwrap();
-    let crashed = crashing_runtime();
+    let crashed = common::crashing_runtime();
     let alive = crashed.block_on(async {
         let p = start(dir.path(), 100, Arc::new(FsStorage)).await;
         // 100 rows: one full batch, landed. Then 50 more, buffered.
@@ -128,7 +111,7 @@ fn replay_skips_what_the_lake_already_holds() {
     crashed.shutdown_background();
     drop(alive);
 
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let p = start(dir.path(), 100, Arc::new(FsStorage)).await;
         let replayed = p.replayed();
         // The log still holds all 15 frames (its one segment is active): the 10 the lake holds
@@ -141,7 +124,7 @@ fn replay_skips_what_the_lake_already_holds() {
     assert_ids(&common::ids_on_disk(dir.path()), 0..150);
 
     // A third start replays nothing new.
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let p = start(dir.path(), 100, Arc::new(FsStorage)).await;
         assert_eq!(p.replayed().rows, 0);
         p.shutdown().await;

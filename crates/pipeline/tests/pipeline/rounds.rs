@@ -118,21 +118,13 @@ fn good(i: &i64) -> bool {
     !matches!(i % 10, 3 | 7)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Inserts sent at once on two threads each get their own rows and errors, count as the inserts
 /// they are towards `max_inserts`, and land once.
 #[test]
 fn inserts_taken_in_together_keep_their_own_answers_and_count_as_inserts() {
     let dir = tempfile::tempdir().unwrap();
     let good_inserts = (0..INSERTS).filter(good).count() as u64;
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         // A flush at every `good_inserts` inserts: exactly one, if each counts once.
         let p = start(dir.path(), table(good_inserts as i64)).await;
         send_at_once(&p).await;
@@ -157,11 +149,7 @@ fn inserts_taken_in_together_keep_their_own_answers_and_count_as_inserts() {
 #[test]
 fn durable_inserts_taken_in_together_survive_a_crash_once() {
     let dir = tempfile::tempdir().unwrap();
-    // Single-threaded, so `shutdown_background` drops every task: a crash.
-    let crashed = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let crashed = common::crashing_runtime();
     let alive = crashed.block_on(async {
         let p = start(dir.path(), table(1_000_000)).await;
         send_at_once(&p).await;
@@ -174,7 +162,7 @@ fn durable_inserts_taken_in_together_survive_a_crash_once() {
         .filter(good)
         .filter(|i| ack(*i) == AckMode::Durable)
         .collect();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let p = start(dir.path(), table(1_000_000)).await;
         let replayed = p.replayed();
         assert_eq!(replayed.rows, 2 * durable.len() as u64);
@@ -212,7 +200,7 @@ fn partitioned(max_inserts: i64) -> TableDef {
 fn inserts_taken_in_together_count_in_each_partition_they_reach() {
     const SPANNING: i64 = 150;
     let dir = tempfile::tempdir().unwrap();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         // Each partition gets rows from 100 inserts: a flush at max_inserts in each.
         let p = start(dir.path(), partitioned(100)).await;
         let tasks: Vec<_> = (0..=SPANNING)

@@ -79,10 +79,7 @@ fn a_store_down_at_start_gets_the_log_and_new_inserts_once_it_answers() {
     // Before the crash: partition a lands 100 logged rows, partition b holds 50 logged rows not
     // landed yet, and then partition a lands 100 `async` rows, whose LSN no frame records and is
     // above every frame. A single-threaded runtime, shut down in the background: `kill -9`.
-    let crashed = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let crashed = common::crashing_runtime();
     let alive = crashed.block_on(async {
         let p = start(dir.path(), true, 100).await.unwrap();
         for i in 0..10 {
