@@ -5,6 +5,9 @@
 //! writer. `async` inserts are answered once handed over, `durable` ones once their frame is
 //! fsynced, `committed` ones once every partition piece has landed.
 //!
+//! Small NDJSON inserts that arrive for a table together go through these steps in rounds, as
+//! one insert of many when each would get the same alone ([`combine`]).
+//!
 //! Numbering, logging and handing over happen under one lock per table, so each writer receives
 //! its inserts in LSN order (see the writer's module for why that matters).
 //!
@@ -16,6 +19,8 @@
 //! - `evolve.rs`: an insert's new keys as new columns, for a table that evolves.
 //! - `start.rs`: the builder and the start: tables, stores, the log.
 //! - `replay.rs`: the log's inserts handed back to the writers at start.
+//! - `combine.rs`: small NDJSON inserts of a table taken in rounds, decoded together and, when
+//!   they may be, handed over together.
 
 mod combine;
 mod evolve;
