@@ -46,15 +46,21 @@ async fn sigterm_mid_load_lands_every_acknowledged_row_once() {
     let counts = id_counts(&server.data_dir, "load");
     assert_exactly_once(&counts, &acked);
 
-    // Full parts of 5,000 rows, then the remainder flushed at shutdown.
+    // Full parts of 5,000 rows, then the remainder flushed at shutdown. Inserts that arrive
+    // together are handed over together, at most one per producer, so a full part can pass
+    // 5,000 rows by fewer than the 32 producers.
     let landed = counts.len();
     let mut sizes: Vec<usize> = parts(&server.data_dir, "load")
         .iter()
         .map(|p| part_rows(p))
         .collect();
     sizes.sort_unstable();
-    assert_eq!(sizes.len(), landed.div_ceil(5000), "{sizes:?}");
-    assert!(sizes[1..].iter().all(|&n| n == 5000), "{sizes:?}");
+    assert_eq!(sizes.iter().sum::<usize>(), landed);
+    assert!(sizes[0] < 5032, "{sizes:?}");
+    assert!(
+        sizes[1..].iter().all(|n| (5000..5032).contains(n)),
+        "{sizes:?}"
+    );
 }
 
 /// A client that stops sending its body is answered 408 once `body_timeout` passes without a
