@@ -48,19 +48,6 @@ impl Joint {
     }
 }
 
-impl Together {
-    /// Each body's batch and the Arrow memory its rows take, or its error.
-    pub fn into_batches(self) -> Vec<Result<(RecordBatch, u64), DecodeError>> {
-        match self {
-            Together::Apart(batches) => batches,
-            Together::Joint(joint, bodies) => bodies
-                .into_iter()
-                .map(|body| body.map(|rows| joint.batch_of(rows)))
-                .collect(),
-        }
-    }
-}
-
 impl Joint {
     /// A body's batch and the Arrow memory its rows take.
     pub fn batch_of(&self, rows: BodyRows) -> (RecordBatch, u64) {
@@ -174,9 +161,9 @@ mod tests {
             [Some(0..2), Some(2..4), None, Some(4..6), None, Some(6..8)]
         );
         let whole = joint.bytes;
-        let together = Together::Joint(joint, rows).into_batches();
         let mut shares = 0;
-        for (body, result) in refs.iter().zip(together) {
+        for (body, result) in refs.iter().zip(rows) {
+            let result = result.map(|rows| joint.batch_of(rows));
             match (result, decoded_alone(body)) {
                 (Ok((batch, bytes)), Ok(alone)) => {
                     assert_eq!(batch, alone);

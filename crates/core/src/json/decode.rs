@@ -81,6 +81,8 @@ pub(crate) struct Joinable<'a> {
     schema: &'a TableSchema,
     /// `None` when the schema has a nested column, whose values are built apart.
     kinds: Option<check::Kinds>,
+    /// How sluice's NDJSON is read: [`DecodeOptions::default`]'s dialect.
+    dialect: super::JsonDialect,
 }
 
 impl<'a> Joinable<'a> {
@@ -94,6 +96,7 @@ impl<'a> Joinable<'a> {
         Self {
             schema,
             kinds: (!nested).then(|| check::Kinds::new(schema.arrow(), dialect)),
+            dialect,
         }
     }
 
@@ -102,12 +105,11 @@ impl<'a> Joinable<'a> {
     /// needs no row rewritten or built apart; `Ok(None)` when it must be decoded alone; `Err` as
     /// [`decode_ndjson`] refuses it with [`DecodeOptions::default`].
     pub(crate) fn rows(&self, body: &[u8]) -> Result<Option<usize>, DecodeError> {
-        let dialect = DecodeOptions::default().dialect;
         let Some(kinds) = &self.kinds else {
             return Ok(None);
         };
-        let rows = frame::rows(body, dialect)?;
-        let to_rewrite = check::check_as(kinds, self.schema.arrow(), &rows, dialect)?;
+        let rows = frame::rows(body, self.dialect)?;
+        let to_rewrite = check::check_as(kinds, self.schema.arrow(), &rows, self.dialect)?;
         Ok(to_rewrite.is_empty().then_some(rows.len()))
     }
 }
