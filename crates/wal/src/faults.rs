@@ -21,6 +21,8 @@ pub struct Faults {
     pub short_write: AtomicBool,
     /// Writes attempted.
     pub writes: AtomicU64,
+    /// Bytes of zeros written ahead of the frames.
+    pub zeros: AtomicU64,
 }
 
 /// [`FsStorage`] with [`Faults`].
@@ -69,6 +71,13 @@ impl SegmentFile for FaultyFile {
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.inner.truncate(len)
+    }
+
+    /// Zeros written ahead are not frames: the switches leave them alone, as a disk would that
+    /// had the space reserved.
+    fn write_zeros(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        self.faults.zeros.fetch_add(len, Ordering::Relaxed);
+        self.inner.write_zeros(offset, len)
     }
 }
 

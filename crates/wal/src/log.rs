@@ -47,6 +47,14 @@ pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// How often the idle writer thread wakes to apply releases.
 const IDLE_WAKE: Duration = Duration::from_millis(500);
 
+/// How far past a group the writer puts zeros into the segment (see [`Active::write_ahead`]).
+/// Large enough that few groups pay for it, small enough that the group that does waits little.
+const ZEROS_AHEAD: u64 = 1024 * 1024;
+
+/// Groups smaller than this get zeros written ahead of them; larger ones write into reserved
+/// space (see [`Active::write_ahead`]).
+const SMALL_GROUP: u64 = 64 * 1024;
+
 /// Where and how the log is kept.
 #[derive(Debug, Clone)]
 pub struct WalConfig {
@@ -377,6 +385,48 @@ impl Drop for Wal {
 struct Active {
     file: Box<dyn SegmentFile>,
     len: u64,
+    /// Up to here the segment's blocks have been written, with frames or zeros; past it they
+    /// may only be reserved.
+    written: u64,
+    /// The size the segment was made with.
+    size: u64,
+}
+
+impl Active {
+    fn new(file: Box<dyn SegmentFile>, len: u64, size: u64) -> Self {
+        Self {
+            file,
+            len,
+            written: len,
+            size,
+        }
+    }
+
+    /// Before a group of `group_len` bytes is written at `len`: writes zeros from the group's
+    /// end to [`ZEROS_AHEAD`] past it, within the segment's size, when the group is small and
+    /// reaches past what was written.
+    ///
+    /// Space the segment reserved at creation is marked unwritten until written, and the first
+    /// write into it changes the file's extent map: `fdatasync` must then write the inode as
+    /// well as the data, a second synchronous write in the group. Written zeros spare the small
+    /// groups that follow that write. A large group pays it once for much data, while zeros
+    /// would write its bytes twice, so it writes into reserved space. Best effort: a failure
+    /// leaves space that still reads as zeros, only slower to sync.
+    fn write_ahead(&mut self, group_len: u64) {
+        let end = self.len + group_len;
+        if end <= self.written {
+            return;
+        }
+        self.written = end;
+        let to = end.saturating_add(ZEROS_AHEAD).min(self.size);
+        if group_len >= SMALL_GROUP || to <= end {
+            return;
+        }
+        if let Err(e) = self.file.write_zeros(end, to - end) {
+            tracing::debug!(error = %e, "cannot write zeros ahead in the WAL segment");
+        }
+        self.written = to;
+    }
 }
 
 struct Writer {
@@ -444,6 +494,7 @@ impl Writer {
         {
             self.rotate(first_lsn)?;
         }
+        self.active.write_ahead(buf.len() as u64);
         if let Err(e) = self.active.file.write_all_at(buf, self.active.len) {
             let message = format!("cannot write to the WAL in {}: {e}", self.dir.display());
             // Drop whatever part of the group reached the file, so the next group follows the
@@ -451,6 +502,7 @@ impl Writer {
             if let Err(cut) = self.active.file.truncate(self.active.len) {
                 return Err(self.poison(format!("{message}; then cannot cut it back: {cut}")));
             }
+            self.active.written = self.active.len;
             return Err(message);
         }
         if let Err(e) = self.active.file.sync_data() {
@@ -471,10 +523,7 @@ impl Writer {
             self.segment_bytes,
         )
         .map_err(|e| e.to_string())?;
-        self.active = Active {
-            file,
-            len: SEGMENT_HEADER_LEN as u64,
-        };
+        self.active = Active::new(file, SEGMENT_HEADER_LEN as u64, self.segment_bytes);
         self.segments.push_back((first_lsn, path));
         Ok(())
     }
@@ -637,18 +686,12 @@ fn open_active(
             let file = storage
                 .open_at(path, *valid_len as u64, segment_bytes)
                 .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
-            Active {
-                file,
-                len: *valid_len as u64,
-            }
+            Active::new(file, *valid_len as u64, segment_bytes)
         }
         _ => {
             let (file, path) = create_segment(storage, dir, next_lsn, segment_bytes)?;
             kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
-            Active {
-                file,
-                len: SEGMENT_HEADER_LEN as u64,
-            }
+            Active::new(file, SEGMENT_HEADER_LEN as u64, segment_bytes)
         }
     };
     Ok(active)

@@ -3,10 +3,12 @@
 //!
 //! Segments are preallocated: a new segment takes its whole size at once, as zeros, before the
 //! log writes to it. Appending to a file changes its size, and `fdatasync` must then write the
-//! inode as well as the data; writing inside space the file already has does not. So a segment's
-//! frames are written at an offset, and the rest of the file reads as zeros until frames fill
-//! it. Preallocation is best effort: where the file system cannot do it, the segment grows as
-//! it is written, which is correct, only slower to sync.
+//! inode as well as the data. Writing into reserved space changes the file's extent map, with
+//! the same cost, so the log writes zeros a little ahead of its frames (see
+//! [`SegmentFile::write_zeros`]); a group that lands in written space pays for its data only. A
+//! segment's frames are written at an offset, and the rest of the file reads as zeros until
+//! frames fill it. Preallocation is best effort: where the file system cannot do it, the segment
+//! grows as it is written, which is correct, only slower to sync.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -21,6 +23,8 @@ pub trait SegmentFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// Drops everything from byte `len` on (a partial write): it reads as zeros again.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
+    /// Writes `len` zeros at byte `offset`, so that the space is written, not only reserved.
+    fn write_zeros(&mut self, offset: u64, len: u64) -> io::Result<()>;
 }
 
 /// The file system as the log uses it.
@@ -81,6 +85,18 @@ impl SegmentFile for FsFile {
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.cut(len)
+    }
+
+    fn write_zeros(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let end = offset.saturating_add(len);
+        let mut at = offset;
+        while at < end {
+            let n = (end - at).min(ZEROS.len() as u64) as usize;
+            self.file.write_all_at(&ZEROS[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 }
 

@@ -125,6 +125,59 @@ async fn a_short_write_is_cut_back() {
     assert_eq!(payloads, [&b"whole"[..], b"next"]);
 }
 
+/// Reserved space costs every fsync an inode write until it is written, so the log writes zeros
+/// a mebibyte ahead of small groups, once per mebibyte, never past the segment's size, and
+/// again after a failed write gave the space back. A large group writes into reserved space.
+#[tokio::test]
+async fn zeros_are_written_ahead_of_the_frames_once_per_stretch() {
+    const AHEAD: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (wal, _) = open(dir.path(), &faults, 4 << 20);
+    wal.append(b"one").unwrap().durable.wait().await.unwrap();
+    assert_eq!(faults.zeros.load(Ordering::Relaxed), AHEAD);
+    wal.append(b"two").unwrap().durable.wait().await.unwrap();
+    assert_eq!(faults.zeros.load(Ordering::Relaxed), AHEAD);
+    wal.append(&vec![1u8; AHEAD as usize])
+        .unwrap()
+        .durable
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(faults.zeros.load(Ordering::Relaxed), AHEAD);
+    wal.append(b"after the large one")
+        .unwrap()
+        .durable
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(faults.zeros.load(Ordering::Relaxed), 2 * AHEAD);
+
+    faults.enospc.store(true, Ordering::Relaxed);
+    assert!(
+        wal.append(&[2u8; 100])
+            .unwrap()
+            .durable
+            .wait()
+            .await
+            .is_err()
+    );
+    faults.enospc.store(false, Ordering::Relaxed);
+    wal.append(b"three").unwrap().durable.wait().await.unwrap();
+    assert_eq!(faults.zeros.load(Ordering::Relaxed), 3 * AHEAD);
+    wal.close();
+
+    let small = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (wal, _) = open(small.path(), &faults, 64 * 1024);
+    wal.append(b"one").unwrap().durable.wait().await.unwrap();
+    let zeros = faults.zeros.load(Ordering::Relaxed);
+    assert!(zeros > 0 && zeros < 64 * 1024, "{zeros} bytes of zeros");
+    wal.close();
+    let (_wal, frames) = open(small.path(), &faults, 64 * 1024);
+    assert_eq!(frames.len(), 1);
+}
+
 async fn append_all(wal: &Wal, n: usize) -> Vec<u64> {
     let mut lsns = Vec::new();
     for i in 0..n {
