@@ -159,6 +159,9 @@ struct Queue {
     group: Arc<Completion>,
     poisoned: Option<String>,
     closing: bool,
+    /// The writer thread waits for frames: an append must wake it. While it writes, the frames
+    /// queued meanwhile wait for it without a wake-up call.
+    writer_waiting: bool,
     /// Frames not yet landed in their store.
     outstanding: BTreeSet<u64>,
     /// Moved ahead of `next_lsn` before an LSN at or above it is handed out.
@@ -270,6 +273,7 @@ impl Wal {
             group: Arc::new(Completion::default()),
             poisoned: None,
             closing: false,
+            writer_waiting: false,
             outstanding,
             reservation,
         };
@@ -329,8 +333,11 @@ impl Wal {
         queue.frames += 1;
         queue.outstanding.insert(lsn);
         let durable = queue.group.clone();
+        let wake = queue.writer_waiting;
         drop(queue);
-        self.shared.wake.notify_one();
+        if wake {
+            self.shared.wake.notify_one();
+        }
         Ok(Appended { lsn, durable })
     }
 
@@ -445,11 +452,13 @@ impl Writer {
             let (buf, frames, group, (first_lsn, last_lsn), closing) = {
                 let mut queue = lock(&self.shared.queue);
                 while queue.buf.is_empty() && !queue.closing {
+                    queue.writer_waiting = true;
                     let (guard, _) = match self.shared.wake.wait_timeout(queue, IDLE_WAKE) {
                         Ok(woken) => woken,
                         Err(poisoned) => poisoned.into_inner(),
                     };
                     queue = guard;
+                    queue.writer_waiting = false;
                     if queue.buf.is_empty() {
                         break;
                     }
