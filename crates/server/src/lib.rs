@@ -112,9 +112,13 @@ impl Default for Limits {
     }
 }
 
-/// What every handler shares.
+/// What every handler shares. Behind one `Arc`: axum clones the state for every request.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(std::sync::Arc<AppStateInner>);
+
+/// The fields of [`AppState`].
+#[derive(Clone)]
+pub struct AppStateInner {
     pipeline: Pipeline,
     metrics: PrometheusHandle,
     limits: Limits,
@@ -127,19 +131,19 @@ impl AppState {
     /// State over a running pipeline, with the metrics handle from [`metrics::install`]. Anyone
     /// may write until [`AppState::with_access`] says otherwise.
     pub fn new(pipeline: Pipeline, metrics: PrometheusHandle, limits: Limits) -> Self {
-        Self {
+        Self(std::sync::Arc::new(AppStateInner {
             pipeline,
             metrics,
             limits,
             access: std::sync::Arc::default(),
             console: std::sync::Arc::default(),
             stopping: Stopping::default(),
-        }
+        }))
     }
 
     /// The same state, with who may write.
     pub fn with_access(mut self, access: auth::Access) -> Self {
-        self.access = std::sync::Arc::new(access);
+        std::sync::Arc::make_mut(&mut self.0).access = std::sync::Arc::new(access);
         self
     }
 
@@ -147,6 +151,14 @@ impl AppState {
     /// takes inserts. `GET /health` then answers 503 `stopping`.
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.is_set() || !self.pipeline.is_accepting()
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppStateInner;
+
+    fn deref(&self) -> &AppStateInner {
+        &self.0
     }
 }
 
