@@ -45,7 +45,7 @@ use crate::storage::{SegmentFile, Storage, parse_segment_name, segment_path};
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How often the idle writer thread wakes to apply releases.
-const IDLE_WAKE: Duration = Duration::from_millis(500);
+const DEFAULT_IDLE_WAKE: Duration = Duration::from_millis(500);
 
 /// How far past a group the writer puts zeros into the segment (see [`Active::write_ahead`]).
 /// Large enough that few groups pay for it, small enough that the group that does waits little.
@@ -66,6 +66,9 @@ pub struct WalConfig {
     pub recovery: RecoveryMode,
     /// LSNs reserved at a time (see [`crate::reserve`]).
     pub reserve_block: u64,
+    /// How often the writer thread, with no frames to write, wakes to delete released
+    /// segments. An append wakes it at once.
+    pub idle_wake: Duration,
 }
 
 impl WalConfig {
@@ -76,6 +79,7 @@ impl WalConfig {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             recovery: RecoveryMode::default(),
             reserve_block: DEFAULT_RESERVE_BLOCK,
+            idle_wake: DEFAULT_IDLE_WAKE,
         }
     }
 }
@@ -277,33 +281,26 @@ impl Wal {
             outstanding,
             reservation,
         };
-        let wal = Wal::start(queue, storage, dir, segment_bytes, active, segments)?;
-        Ok((wal, replay, recovered))
-    }
-
-    /// Wraps `queue` in the shared state and starts the writer thread, which appends to
-    /// `active` and knows every segment on disk.
-    fn start(
-        queue: Queue,
-        storage: Arc<dyn Storage>,
-        dir: PathBuf,
-        segment_bytes: u64,
-        active: Active,
-        segments: VecDeque<(u64, PathBuf)>,
-    ) -> Result<Wal, WalError> {
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(queue),
-            wake: Condvar::new(),
-            stats: WalStats::default(),
-        });
         let writer = Writer {
-            shared: shared.clone(),
+            shared: Arc::new(Shared {
+                queue: Mutex::new(queue),
+                wake: Condvar::new(),
+                stats: WalStats::default(),
+            }),
             storage,
             dir,
             segment_bytes,
+            idle_wake: config.idle_wake,
             active,
             segments,
         };
+        let wal = Wal::start(writer)?;
+        Ok((wal, replay, recovered))
+    }
+
+    /// Starts the writer thread.
+    fn start(writer: Writer) -> Result<Wal, WalError> {
+        let shared = writer.shared.clone();
         let thread = std::thread::Builder::new()
             .name("sluice-wal".into())
             .spawn(move || writer.run())
@@ -441,6 +438,7 @@ struct Writer {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
     segment_bytes: u64,
+    idle_wake: Duration,
     active: Active,
     /// Every segment on disk, oldest first, by first LSN; the last is the active one.
     segments: VecDeque<(u64, PathBuf)>,
@@ -453,7 +451,7 @@ impl Writer {
                 let mut queue = lock(&self.shared.queue);
                 while queue.buf.is_empty() && !queue.closing {
                     queue.writer_waiting = true;
-                    let (guard, _) = match self.shared.wake.wait_timeout(queue, IDLE_WAKE) {
+                    let (guard, _) = match self.shared.wake.wait_timeout(queue, self.idle_wake) {
                         Ok(woken) => woken,
                         Err(poisoned) => poisoned.into_inner(),
                     };

@@ -68,6 +68,24 @@ async fn concurrent_appends_share_fsyncs_and_all_replay() {
     assert!(segments > 1, "{segments}");
 }
 
+/// An append to an idle log wakes its writer: the frame is written without waiting for the
+/// writer's idle wake, here an hour away.
+#[tokio::test]
+async fn an_append_to_an_idle_log_is_written_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = WalConfig::new(dir.path());
+    config.idle_wake = std::time::Duration::from_secs(3600);
+    let (wal, _, _) = Wal::open(config, Arc::new(FsStorage), 0).unwrap();
+    for i in 0..5u8 {
+        // Long enough for the writer to go back to waiting.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let appended = wal.append(&[i]).unwrap();
+        let written =
+            tokio::time::timeout(std::time::Duration::from_secs(60), appended.durable.wait());
+        assert!(written.await.is_ok(), "append {i} waited for the idle wake");
+    }
+}
+
 #[tokio::test]
 async fn a_failed_fsync_poisons_the_log() {
     let dir = tempfile::tempdir().unwrap();
