@@ -392,23 +392,20 @@ struct Active {
     /// Up to here the segment's blocks have been written, with frames or zeros; past it they
     /// may only be reserved.
     written: u64,
-    /// The size the segment was made with.
-    size: u64,
 }
 
 impl Active {
-    fn new(file: Box<dyn SegmentFile>, len: u64, size: u64) -> Self {
+    fn new(file: Box<dyn SegmentFile>, len: u64) -> Self {
         Self {
             file,
             len,
             written: len,
-            size,
         }
     }
 
     /// Before a group of `group_len` bytes is written at `len`: writes zeros from the group's
-    /// end to [`ZEROS_AHEAD`] past it, within the segment's size, when the group is small and
-    /// reaches past what was written.
+    /// end to [`ZEROS_AHEAD`] past it, within the segment's `size`, when the group is small
+    /// and reaches past what was written.
     ///
     /// Space the segment reserved at creation is marked unwritten until written, and the first
     /// write into it changes the file's extent map: `fdatasync` must then write the inode as
@@ -416,13 +413,13 @@ impl Active {
     /// groups that follow that write. A large group pays it once for much data, while zeros
     /// would write its bytes twice, so it writes into reserved space. Best effort: a failure
     /// leaves space that still reads as zeros, only slower to sync.
-    fn write_ahead(&mut self, group_len: u64) {
+    fn write_ahead(&mut self, group_len: u64, size: u64) {
         let end = self.len + group_len;
         if end <= self.written {
             return;
         }
         self.written = end;
-        let to = end.saturating_add(ZEROS_AHEAD).min(self.size);
+        let to = end.saturating_add(ZEROS_AHEAD).min(size);
         if group_len >= SMALL_GROUP || to <= end {
             return;
         }
@@ -501,7 +498,8 @@ impl Writer {
         {
             self.rotate(first_lsn)?;
         }
-        self.active.write_ahead(buf.len() as u64);
+        self.active
+            .write_ahead(buf.len() as u64, self.segment_bytes);
         if let Err(e) = self.active.file.write_all_at(buf, self.active.len) {
             let message = format!("cannot write to the WAL in {}: {e}", self.dir.display());
             // Drop whatever part of the group reached the file, so the next group follows the
@@ -530,7 +528,7 @@ impl Writer {
             self.segment_bytes,
         )
         .map_err(|e| e.to_string())?;
-        self.active = Active::new(file, SEGMENT_HEADER_LEN as u64, self.segment_bytes);
+        self.active = Active::new(file, SEGMENT_HEADER_LEN as u64);
         self.segments.push_back((first_lsn, path));
         Ok(())
     }
@@ -693,12 +691,12 @@ fn open_active(
             let file = storage
                 .open_at(path, *valid_len as u64, segment_bytes)
                 .map_err(|e| WalError::io(format!("cannot reopen {}", path.display()), e))?;
-            Active::new(file, *valid_len as u64, segment_bytes)
+            Active::new(file, *valid_len as u64)
         }
         _ => {
             let (file, path) = create_segment(storage, dir, next_lsn, segment_bytes)?;
             kept.push((next_lsn, path, SEGMENT_HEADER_LEN));
-            Active::new(file, SEGMENT_HEADER_LEN as u64, segment_bytes)
+            Active::new(file, SEGMENT_HEADER_LEN as u64)
         }
     };
     Ok(active)
