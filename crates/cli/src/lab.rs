@@ -389,6 +389,10 @@ pub struct HttpArgs {
     /// How long each phase runs.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     duration: Duration,
+    /// How many times the four phases run, each time on a fresh server; the report gives each
+    /// figure's median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    rounds: u64,
     #[command(flatten)]
     scratch: Scratch,
     /// Write every figure as JSON to this file.
@@ -1007,8 +1011,9 @@ async fn run_acks(args: AcksArgs, binary: PathBuf) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `sluice lab http`: pings, then 1-row async, 1-row durable and 1,000-row durable inserts on one
-/// server. Fails when a phase had errors or measured nothing; the goals are information.
+/// `sluice lab http`: rounds of pings, then 1-row async, 1-row durable and 1,000-row durable
+/// inserts, each round on a fresh server. Fails when a phase had errors or measured nothing; the
+/// issue's goals are information.
 async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
     let (dir, _temp) = args.scratch.open()?;
     let config = HttpConfig {
@@ -1016,46 +1021,64 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
         data_dir: dir,
         connections: args.connections,
         duration: args.duration,
+        rounds: args.rounds as usize,
     };
     println!(
-        "{} keep-alive connections, {:?} per phase, one server",
-        config.connections, config.duration
+        "{} keep-alive connections, {:?} per phase, {} rounds of a fresh server each",
+        config.connections, config.duration, config.rounds
     );
-    println!(
-        "  {:<28} {:>12} {:<9} {:>7} {:>18} {:>18}",
-        "phase", "per s", "", "errors", "server CPU us/req", "client CPU us/req"
-    );
-    let report = http::run(config, |phase| {
-        println!(
-            "  {:<28} {:>12.0} {:<9} {:>7} {:>18.1} {:>18.1}",
-            phase.name,
-            phase.per_s,
-            phase.unit,
-            phase.errors,
-            phase.server_cpu_us,
-            phase.client_cpu_us
-        );
+    print_http_header("round");
+    let report = http::run(config, |round, phase| {
+        print_http_phase(&format!("{}", round + 1), phase);
     })
     .await
     .map_err(anyhow::Error::msg)?;
-    print_http_ratios(&report);
+    print_http_medians(&report);
     write_json(args.json.as_ref(), &report)?;
     Ok(exit_code(report.measured_cleanly()))
 }
 
-/// The two ratios of `sluice lab http`, each beside its goal.
-fn print_http_ratios(report: &HttpReport) {
+/// The column heads of `sluice lab http`'s table, the first column headed `first`.
+fn print_http_header(first: &str) {
     println!(
-        "  async inserts / pings     {:>6.3}  (goal {:.2}: {})",
+        "  {first:<6} {:<28} {:>12} {:<9} {:>7} {:>18} {:>18}",
+        "phase", "per s", "", "errors", "server CPU us/req", "client CPU us/req"
+    );
+}
+
+/// One phase's line in `sluice lab http`'s table.
+fn print_http_phase(first: &str, phase: &http::Phase) {
+    println!(
+        "  {first:<6} {:<28} {:>12.0} {:<9} {:>7} {:>18.1} {:>18.1}",
+        phase.name, phase.per_s, phase.unit, phase.errors, phase.server_cpu_us, phase.client_cpu_us
+    );
+}
+
+/// The medians of `sluice lab http`'s rounds, then the two ratios, each beside its goal and the
+/// range the rounds gave.
+fn print_http_medians(report: &HttpReport) {
+    for phase in &report.median_phases {
+        print_http_phase("median", phase);
+    }
+    let range = |ratio: fn(&http::RoundFigures) -> f64| {
+        let values = report.per_round.iter().map(ratio);
+        let low = values.clone().fold(f64::INFINITY, f64::min);
+        let high = values.fold(f64::NEG_INFINITY, f64::max);
+        format!("{low:.3}..{high:.3}")
+    };
+    println!(
+        "  async inserts / pings     {:>6.3}  (goal {:.2}: {}; rounds {})",
         report.async_vs_ping,
         report.async_vs_ping_goal,
-        met(report.async_vs_ping_met)
+        met(report.async_vs_ping_met),
+        range(|r| r.async_vs_ping)
     );
     println!(
-        "  durable / async inserts   {:>6.3}  (goal {:.2}: {})",
+        "  durable / async inserts   {:>6.3}  (goal {:.2}: {}; rounds {})",
         report.durable_vs_async,
         report.durable_vs_async_goal,
-        met(report.durable_vs_async_met)
+        met(report.durable_vs_async_met),
+        range(|r| r.durable_vs_async)
     );
     if !report.measured_cleanly() {
         println!("  a phase had errors or measured nothing: the figures are not to be trusted");

@@ -14,6 +14,10 @@
 //! It reads its own CPU time the same way, so the report also says what each request cost the
 //! load generator, which takes its share of the same cores.
 //!
+//! The machine's speed drifts from one minute to the next, so the phases run in `rounds`, each on
+//! a fresh server: a round's ratios compare phases that ran side by side, and the report gives
+//! the median of each figure over the rounds, with every round's rates and ratios beside them.
+//!
 //! The two ratios are read against the project's goals: 1-row async inserts at
 //! [`ASYNC_VS_PING_GOAL`] of the ping rate or more, durable at [`DURABLE_VS_ASYNC_GOAL`] of
 //! async or more. The lab reports whether each was met; it does not fail on them, since they
@@ -21,7 +25,7 @@
 //! errors or measured nothing.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,6 +69,8 @@ pub struct HttpConfig {
     pub connections: usize,
     /// How long each phase runs.
     pub duration: Duration,
+    /// How many times the four phases run, each time on a fresh server.
+    pub rounds: usize,
 }
 
 /// One phase's figure, as it ends.
@@ -88,15 +94,18 @@ pub struct Phase {
     pub client_cpu_us: f64,
 }
 
-/// Every figure of one run.
+/// Every figure of one run: each rate, CPU time and ratio is the median over the rounds, and
+/// each error count their sum.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpReport {
     /// Keep-alive connections in every phase.
     pub connections: usize,
     /// Seconds per phase.
     pub duration_s: f64,
-    /// Seconds of pings before the first phase, not counted.
+    /// Seconds of pings before each round's first phase, not counted.
     pub warm_up_s: f64,
+    /// Rounds of the four phases, each on a fresh server.
+    pub rounds: usize,
     /// `GET /ping` answered 200, per second.
     pub ping_per_s: f64,
     /// Pings that failed.
@@ -129,19 +138,59 @@ pub struct HttpReport {
     pub rows_1000_durable_server_cpu_us: f64,
     /// The load generator's CPU microseconds per 1,000-row durable insert.
     pub rows_1000_durable_client_cpu_us: f64,
-    /// `async_inserts_per_s / ping_per_s`.
+    /// `async_inserts_per_s / ping_per_s` in each round, the median over the rounds.
     pub async_vs_ping: f64,
     /// [`ASYNC_VS_PING_GOAL`].
     pub async_vs_ping_goal: f64,
     /// Whether `async_vs_ping` reached its goal.
     pub async_vs_ping_met: bool,
-    /// `durable_inserts_per_s / async_inserts_per_s`.
+    /// `durable_inserts_per_s / async_inserts_per_s` in each round, the median over the rounds.
     pub durable_vs_async: f64,
     /// [`DURABLE_VS_ASYNC_GOAL`].
     pub durable_vs_async_goal: f64,
     /// Whether `durable_vs_async` reached its goal.
     pub durable_vs_async_met: bool,
+    /// Each round's rates and ratios, in the order they ran.
+    pub per_round: Vec<RoundFigures>,
+    /// The four phases with the medians above, for a table.
+    #[serde(skip)]
+    pub median_phases: RoundPhases,
 }
+
+/// One round's rates and ratios.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RoundFigures {
+    /// `GET /ping` answered 200, per second.
+    pub ping_per_s: f64,
+    /// 1-row async inserts acknowledged, per second.
+    pub async_inserts_per_s: f64,
+    /// 1-row durable inserts acknowledged, per second.
+    pub durable_inserts_per_s: f64,
+    /// Rows acknowledged per second in 1,000-row durable inserts.
+    pub rows_1000_durable_per_s: f64,
+    /// `async_inserts_per_s / ping_per_s`.
+    pub async_vs_ping: f64,
+    /// `durable_inserts_per_s / async_inserts_per_s`.
+    pub durable_vs_async: f64,
+}
+
+impl RoundFigures {
+    fn of(phases: &RoundPhases) -> Self {
+        let [ping, async_one, durable_one, durable_batch] = phases;
+        Self {
+            ping_per_s: ping.per_s,
+            async_inserts_per_s: async_one.per_s,
+            durable_inserts_per_s: durable_one.per_s,
+            rows_1000_durable_per_s: durable_batch.per_s,
+            async_vs_ping: ratio(async_one.per_s, ping.per_s),
+            durable_vs_async: ratio(durable_one.per_s, async_one.per_s),
+        }
+    }
+}
+
+/// One round's phases, in the order they ran: pings, 1-row async, 1-row durable, 1,000-row
+/// durable.
+pub type RoundPhases = [Phase; 4];
 
 impl HttpReport {
     /// Whether the run can be trusted: every phase measured something and none had errors.
@@ -163,19 +212,34 @@ impl HttpReport {
     }
 }
 
-/// Runs the four phases against one server, in the order ping, async, durable, 1,000-row
-/// durable, calling `on_phase` as each ends.
+/// Runs `rounds` rounds of the four phases, each against a fresh server, calling `on_phase`
+/// with the round's index as each phase ends.
 pub async fn run(
     config: HttpConfig,
-    mut on_phase: impl FnMut(&Phase),
+    mut on_phase: impl FnMut(usize, &Phase),
 ) -> Result<HttpReport, String> {
-    if config.connections == 0 || config.duration.is_zero() {
-        return Err("connections and the duration must be more than zero".into());
+    if config.connections == 0 || config.duration.is_zero() || config.rounds == 0 {
+        return Err("connections, the duration and the rounds must be more than zero".into());
     }
-    let mut server = start_server(&config)?;
+    let mut rounds = Vec::with_capacity(config.rounds);
+    for round in 0..config.rounds {
+        let data_dir = config.data_dir.join(format!("round-{}", round + 1));
+        let phases = run_round(&config, &data_dir, |phase| on_phase(round, phase)).await?;
+        rounds.push(phases);
+    }
+    Ok(report(&config, &rounds))
+}
+
+/// Runs the four phases against a server started on `data_dir`, in the order ping, async,
+/// durable, 1,000-row durable, calling `on_phase` as each ends.
+async fn run_round(
+    config: &HttpConfig,
+    data_dir: &Path,
+    mut on_phase: impl FnMut(&Phase),
+) -> Result<RoundPhases, String> {
+    let mut server = start_server(&config.binary, data_dir)?;
     // The warm-up's figures are not kept: the measured pings show the same failures.
-    let warm_up = config.duration.min(MAX_WARM_UP);
-    ping_for(server.addr, config.connections, warm_up).await?;
+    ping_for(server.addr, config.connections, warm_up(config)).await?;
     let before = CpuTimes::read(&server);
     let mut ping = ping_for(server.addr, config.connections, config.duration).await?;
     CpuTimes::read(&server).charge(&before, &mut ping);
@@ -184,7 +248,7 @@ pub async fn run(
     for (i, spec) in INSERT_PHASES.iter().enumerate() {
         let id_offset = ID_SPACING * (i as u64 + 1);
         let before = CpuTimes::read(&server);
-        let mut phase = insert_phase(&config, server.addr, spec, id_offset).await?;
+        let mut phase = insert_phase(config, server.addr, spec, id_offset).await?;
         CpuTimes::read(&server).charge(&before, &mut phase);
         on_phase(&phase);
         inserts.push(phase);
@@ -196,11 +260,12 @@ pub async fn run(
     let [async_one, durable_one, durable_batch]: [Phase; 3] = inserts
         .try_into()
         .map_err(|_| "an insert phase is missing".to_owned())?;
-    Ok(report(
-        &config,
-        warm_up,
-        [ping, async_one, durable_one, durable_batch],
-    ))
+    Ok([ping, async_one, durable_one, durable_batch])
+}
+
+/// The pings before a round's first measured phase.
+fn warm_up(config: &HttpConfig) -> Duration {
+    config.duration.min(MAX_WARM_UP)
 }
 
 /// One insert phase: what it is called, its ack mode and its rows per insert.
@@ -269,21 +334,24 @@ async fn insert_phase(
     })
 }
 
-/// Writes a config declaring the table and starts `sluice serve` on the data directory.
-fn start_server(config: &HttpConfig) -> Result<ServerProcess, String> {
+/// Writes a config declaring the table and starts `sluice serve` on `data_dir`.
+fn start_server(binary: &Path, data_dir: &Path) -> Result<ServerProcess, String> {
     let text = format!("[tables.{TABLE}]\ncolumns = {COLUMNS_TOML}\n");
-    ServerProcess::spawn_configured(&config.binary, &config.data_dir, "http.toml", &text)
+    ServerProcess::spawn_configured(binary, data_dir, "http.toml", &text)
 }
 
-/// The report of the four phases, in the order [`run`] ran them.
-fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpReport {
-    let [ping, async_one, durable_one, durable_batch] = phases;
-    let async_vs_ping = ratio(async_one.per_s, ping.per_s);
-    let durable_vs_async = ratio(durable_one.per_s, async_one.per_s);
+/// The report of the rounds: each figure's median over them, each error count's sum.
+fn report(config: &HttpConfig, rounds: &[RoundPhases]) -> HttpReport {
+    let per_round: Vec<RoundFigures> = rounds.iter().map(RoundFigures::of).collect();
+    let medians = median_phases(rounds);
+    let [ping, async_one, durable_one, durable_batch] = medians;
+    let async_vs_ping = median(per_round.iter().map(|r| r.async_vs_ping).collect());
+    let durable_vs_async = median(per_round.iter().map(|r| r.durable_vs_async).collect());
     HttpReport {
         connections: config.connections,
         duration_s: config.duration.as_secs_f64(),
-        warm_up_s: warm_up.as_secs_f64(),
+        warm_up_s: warm_up(config).as_secs_f64(),
+        rounds: rounds.len(),
         ping_per_s: ping.per_s,
         ping_errors: ping.errors,
         ping_server_cpu_us: ping.server_cpu_us,
@@ -306,6 +374,40 @@ fn report(config: &HttpConfig, warm_up: Duration, phases: [Phase; 4]) -> HttpRep
         durable_vs_async,
         durable_vs_async_goal: DURABLE_VS_ASYNC_GOAL,
         durable_vs_async_met: durable_vs_async >= DURABLE_VS_ASYNC_GOAL,
+        per_round,
+        median_phases: medians,
+    }
+}
+
+/// Each phase with its figures' medians over the rounds, and its errors summed. Each rate, count
+/// and CPU time is its own median: they may come from different rounds.
+fn median_phases(rounds: &[RoundPhases]) -> RoundPhases {
+    std::array::from_fn(|i| {
+        let of = |figure: fn(&Phase) -> f64| {
+            median(rounds.iter().map(|phases| figure(&phases[i])).collect())
+        };
+        let name = rounds.first().map_or("", |phases| phases[i].name);
+        let unit = rounds.first().map_or("", |phases| phases[i].unit);
+        Phase {
+            name,
+            unit,
+            per_s: of(|p| p.per_s),
+            errors: rounds.iter().map(|phases| phases[i].errors).sum(),
+            answered: of(|p| p.answered as f64) as u64,
+            server_cpu_us: of(|p| p.server_cpu_us),
+            client_cpu_us: of(|p| p.client_cpu_us),
+        }
+    })
+}
+
+/// The middle value, or the mean of the middle two of an even count; 0 for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[middle],
+        _ => (values[middle - 1] + values[middle]) / 2.0,
     }
 }
 
@@ -422,4 +524,66 @@ async fn ping(
     // Read the body so the connection can carry the next request.
     response.into_body().collect().await.map_err(|_| ())?;
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &'static str, per_s: f64, errors: u64, server_cpu_us: f64) -> Phase {
+        Phase {
+            name,
+            unit: "inserts",
+            per_s,
+            errors,
+            answered: per_s as u64,
+            server_cpu_us,
+            client_cpu_us: 1.0,
+        }
+    }
+
+    fn round(ping: f64, async_one: f64, durable_one: f64, errors: u64) -> RoundPhases {
+        [
+            phase("ping", ping, 0, 8.0),
+            phase("async", async_one, errors, 15.0),
+            phase("durable", durable_one, 0, 22.0),
+            phase("batch", 800_000.0, 0, 2000.0),
+        ]
+    }
+
+    #[test]
+    fn the_median_is_the_middle_value_or_the_mean_of_the_middle_two() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(vec![7.0]), 7.0);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
+
+    #[test]
+    fn the_ratios_are_medians_of_each_rounds_own_ratio() {
+        let config = HttpConfig {
+            binary: PathBuf::new(),
+            data_dir: PathBuf::new(),
+            connections: 64,
+            duration: Duration::from_secs(3),
+            rounds: 3,
+        };
+        // A slow round halves every rate: its ratios are those of the others.
+        let rounds = [
+            round(100.0, 60.0, 42.0, 0),
+            round(50.0, 30.0, 21.0, 2),
+            round(110.0, 77.0, 38.5, 1),
+        ];
+        let report = report(&config, &rounds);
+        assert_eq!(report.rounds, 3);
+        assert_eq!(report.per_round.len(), 3);
+        assert!((report.async_vs_ping - 0.6).abs() < 1e-12, "{report:?}");
+        assert!((report.durable_vs_async - 0.7).abs() < 1e-12, "{report:?}");
+        assert_eq!(report.ping_per_s, 100.0);
+        assert_eq!(report.async_inserts_per_s, 60.0);
+        assert_eq!(report.async_errors, 3);
+        assert_eq!(report.async_server_cpu_us, 15.0);
+        assert_eq!(report.median_phases[1].name, "async");
+        assert!(!report.measured_cleanly());
+    }
 }
