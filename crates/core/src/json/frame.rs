@@ -50,7 +50,7 @@ pub fn rows(body: &[u8], dialect: JsonDialect) -> Result<Vec<Row<'_>>, DecodeErr
 /// too.
 pub fn count_rows(body: &[u8], dialect: JsonDialect) -> usize {
     if dialect.is_line_framed() {
-        let newlines = body.iter().filter(|&&b| b == b'\n').count();
+        let newlines = memchr::memchr_iter(b'\n', body).count();
         newlines + usize::from(body.last().is_some_and(|&b| b != b'\n'))
     } else {
         ClickHouseRows::new(body).map_while(Result::ok).count()
@@ -77,7 +77,7 @@ fn is_json_space(byte: &u8) -> bool {
 
 /// The lines of `body` that are not blank, without their line ends.
 fn lines(body: &[u8], blank: fn(&u8) -> bool) -> impl Iterator<Item = Row<'_>> {
-    body.split(|b| *b == b'\n')
+    split_lines(body)
         .enumerate()
         .map(|(i, line)| Row {
             line: i + 1,
@@ -85,6 +85,27 @@ fn lines(body: &[u8], blank: fn(&u8) -> bool) -> impl Iterator<Item = Row<'_>> {
             text: line.strip_suffix(b"\r").unwrap_or(line),
         })
         .filter(move |row| !row.text.iter().all(blank))
+}
+
+/// `body` cut at each `\n`, as `body.split(|b| *b == b'\n')` cuts it: an empty piece after a
+/// final newline, one empty piece for an empty body. memchr finds the newlines many bytes at a
+/// time, where `split` looks at each byte.
+fn split_lines(body: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut newlines = memchr::memchr_iter(b'\n', body);
+    let mut start = Some(0);
+    std::iter::from_fn(move || {
+        let from = start?;
+        match newlines.next() {
+            Some(end) => {
+                start = Some(end + 1);
+                Some(&body[from..end])
+            }
+            None => {
+                start = None;
+                Some(&body[from..])
+            }
+        }
+    })
 }
 
 /// ClickHouse's `JSONEachRow` framing: objects separated by whitespace or one comma, optionally
@@ -242,6 +263,35 @@ mod tests {
                 (r.line, r.column, text)
             })
             .collect()
+    }
+
+    /// What [`split_lines`] and [`count_rows`] must agree with: a split and a count that look at
+    /// each byte.
+    fn cut_byte_by_byte(body: &[u8]) -> (Vec<&[u8]>, usize) {
+        let newlines = body.iter().filter(|&&b| b == b'\n').count();
+        let rows = newlines + usize::from(body.last().is_some_and(|&b| b != b'\n'));
+        (body.split(|b| *b == b'\n').collect(), rows)
+    }
+
+    #[test]
+    fn lines_are_cut_as_slice_split_cuts_them() {
+        for body in ["", "\n", "\n\n", "a", "a\n", "\na", "a\n\nb\n", "{}\r\n{}"] {
+            let body = body.as_bytes();
+            let (split, rows) = cut_byte_by_byte(body);
+            assert_eq!(split_lines(body).collect::<Vec<_>>(), split, "{body:?}");
+            assert_eq!(count_rows(body, JsonDialect::Ndjson), rows, "{body:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_body_is_cut_as_slice_split_cuts_it(
+            body in proptest::collection::vec(proptest::sample::select(b"\n\ra{".to_vec()), 0..300),
+        ) {
+            let (split, rows) = cut_byte_by_byte(&body);
+            proptest::prop_assert_eq!(split_lines(&body).collect::<Vec<_>>(), split);
+            proptest::prop_assert_eq!(count_rows(&body, JsonDialect::Ndjson), rows);
+        }
     }
 
     #[test]
