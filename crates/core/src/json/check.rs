@@ -235,11 +235,16 @@ impl<'de> Visitor<'de> for Row<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(column) = map.next_key_seed(Key(self.schema))? {
+        let mut next = 0;
+        while let Some(column) = map.next_key_seed(Key {
+            schema: self.schema,
+            likely: next,
+        })? {
             let Some(i) = column else {
                 map.next_value_seed(Skip)?;
                 continue;
             };
+            next = i + 1;
             let name = || self.schema.field(i).name().clone();
             if std::mem::replace(&mut self.seen[i], true) {
                 *self.problem = Some((
@@ -333,7 +338,13 @@ fn span(text: &[u8], value: &str) -> Range<usize> {
 }
 
 /// A key: the index of the column it names, if any.
-struct Key<'a>(&'a SchemaRef);
+struct Key<'a> {
+    schema: &'a SchemaRef,
+    /// The column the key likely names: the one after the row's last key. Producers send a
+    /// table's keys in one order, mostly the table's own, and a hit spares comparing the key
+    /// with every column's name before it.
+    likely: usize,
+}
 
 impl<'de> DeserializeSeed<'de> for Key<'_> {
     type Value = Option<usize>;
@@ -354,7 +365,11 @@ impl<'de> Visitor<'de> for Key<'_> {
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(self.0.index_of(key).ok())
+        let fields = self.schema.fields();
+        if fields.get(self.likely).is_some_and(|f| f.name() == key) {
+            return Ok(Some(self.likely));
+        }
+        Ok(self.schema.index_of(key).ok())
     }
 }
 
@@ -583,6 +598,22 @@ mod tests {
             assert_eq!(error.field.as_deref(), Some(field), "{body}: {error}");
             assert!(error.message.contains(says), "{body}: {error}");
         }
+    }
+
+    #[test]
+    fn keys_are_matched_in_any_order() {
+        // In the table's order, reversed, with unknown keys between: the key after the last
+        // one is tried first, and a miss falls back to every column.
+        let body = "{\"id\":1,\"n\":2,\"x\":0.5,\"s\":\"a\",\"b\":true}\n\
+                    {\"b\":false,\"s\":\"b\",\"x\":1.5,\"n\":3,\"id\":2}\n\
+                    {\"s\":\"c\",\"b\":true,\"id\":3,\"n\":4}\n";
+        assert_eq!(decode(body).unwrap(), 3);
+        let unknown = decode("{\"id\":1,\"zz\":0,\"n\":2}").unwrap_err();
+        assert_eq!(unknown.field.as_deref(), Some("zz"), "{unknown}");
+        // A key that names the column after the last one, given twice.
+        let twice = decode("{\"id\":1,\"n\":2,\"n\":3}").unwrap_err();
+        assert_eq!(twice.field.as_deref(), Some("n"), "{twice}");
+        assert!(twice.message.contains("more than once"), "{twice}");
     }
 
     #[test]
