@@ -82,14 +82,46 @@ pub(crate) enum Rows<'a> {
     Arrow { ipc: &'a [u8] },
 }
 
+/// An encoded record as the pieces its frame is written from: what is encoded here, then the
+/// bodies it carries as they came. The log copies each piece into the frame, so a large body is
+/// copied once rather than first behind its record's head.
+#[derive(Debug)]
+pub(crate) struct Encoded<'a> {
+    head: Vec<u8>,
+    bodies: Vec<&'a [u8]>,
+}
+
+impl Encoded<'_> {
+    /// The pieces in order, for [`sluice_wal::Wal::append_pieces`].
+    pub(crate) fn pieces(&self) -> Vec<&[u8]> {
+        std::iter::once(self.head.as_slice())
+            .chain(self.bodies.iter().copied())
+            .collect()
+    }
+
+    /// The record's bytes in one piece, as a frame's payload holds them.
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.pieces().concat()
+    }
+}
+
 /// Encodes an insert's body with its decoding options and its key.
-pub(crate) fn encode_body(
+pub(crate) fn encode_body<'a>(
     table: &str,
     key: Option<LoggedKey<'_>>,
     options: &DecodeOptions,
-    body: &[u8],
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16 + table.len() + body.len());
+    body: &'a [u8],
+) -> Encoded<'a> {
+    Encoded {
+        head: encode_body_head(table, key, options),
+        bodies: vec![body],
+    }
+}
+
+/// What [`encode_body`] puts before the body.
+fn encode_body_head(table: &str, key: Option<LoggedKey<'_>>, options: &DecodeOptions) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + table.len());
     let json = options.format == InputFormat::JsonEachRow;
     head(
         &mut out,
@@ -126,7 +158,6 @@ pub(crate) fn encode_body(
         let (format, header) = format_code(options.format);
         out.extend_from_slice(&[format, header, options.csv_delimiter.unwrap_or(b',')]);
     }
-    out.extend_from_slice(body);
     out
 }
 
@@ -135,17 +166,19 @@ pub(crate) fn encode_body(
 /// rows in order.
 pub(crate) fn encode_ndjson_bodies<'a>(
     table: &str,
-    bodies: impl Iterator<Item = &'a [u8]> + Clone,
-) -> Vec<u8> {
-    let mut out = encode_body(table, None, &DecodeOptions::default(), &[]);
-    out.reserve(bodies.clone().map(|body| body.len() + 1).sum());
+    bodies: impl Iterator<Item = &'a [u8]>,
+) -> Encoded<'a> {
+    let mut pieces = Vec::new();
     for body in bodies {
-        out.extend_from_slice(body);
+        pieces.push(body);
         if body.last() != Some(&b'\n') {
-            out.push(b'\n');
+            pieces.push(b"\n".as_slice());
         }
     }
-    out
+    Encoded {
+        head: encode_body_head(table, None, &DecodeOptions::default()),
+        bodies: pieces,
+    }
 }
 
 /// A format and its header as two bytes.
@@ -187,7 +220,7 @@ fn format_of(format: u8, header: u8) -> Result<InputFormat, String> {
 }
 
 /// Encodes an Arrow batch as an IPC stream.
-pub(crate) fn encode_arrow(table: &str, batch: &RecordBatch) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_arrow(table: &str, batch: &RecordBatch) -> Result<Encoded<'static>, String> {
     let mut out = Vec::new();
     head(&mut out, KIND_ARROW, table, None);
     let mut writer = arrow::ipc::writer::StreamWriter::try_new(&mut out, &batch.schema())
@@ -195,7 +228,10 @@ pub(crate) fn encode_arrow(table: &str, batch: &RecordBatch) -> Result<Vec<u8>, 
     writer.write(batch).map_err(|e| e.to_string())?;
     writer.finish().map_err(|e| e.to_string())?;
     drop(writer);
-    Ok(out)
+    Ok(Encoded {
+        head: out,
+        bodies: Vec::new(),
+    })
 }
 
 /// Decodes a frame's payload.
@@ -364,7 +400,7 @@ mod tests {
                 columns: Some(vec!["a".into(), "b c".into()]),
                 ..DecodeOptions::default()
             };
-            let bytes = encode_body("events", None, &options, b"{\"a\":1}\n");
+            let bytes = encode_body("events", None, &options, b"{\"a\":1}\n").to_vec();
             let record = decode(&bytes).unwrap();
             let Rows::Body { options: got, body } = record.rows else {
                 panic!("wrong kind");
@@ -373,7 +409,7 @@ mod tests {
             assert_eq!(bytes[0], 1, "an insert without a key is version 1");
             assert_eq!(got, options);
         }
-        let plain = encode_body("t", None, &DecodeOptions::default(), b"x");
+        let plain = encode_body("t", None, &DecodeOptions::default(), b"x").to_vec();
         let Rows::Body { options, .. } = decode(&plain).unwrap().rows else {
             panic!("wrong kind");
         };
@@ -391,7 +427,7 @@ mod tests {
                 null_as_default: true,
                 ..DecodeOptions::default()
             };
-            let bytes = encode_body("t", None, &options, b"\x01\x02");
+            let bytes = encode_body("t", None, &options, b"\x01\x02").to_vec();
             let Rows::Body { options: got, body } = decode(&bytes).unwrap().rows else {
                 panic!("wrong kind");
             };
@@ -429,7 +465,7 @@ mod tests {
             dialect: JsonDialect::ClickHouse,
             ..DecodeOptions::default()
         };
-        assert_eq!(encode_body("t", None, &now, b"{}")[5], 4 | 8 | 16);
+        assert_eq!(encode_body("t", None, &now, b"{}").to_vec()[5], 4 | 8 | 16);
     }
 
     #[test]
@@ -437,7 +473,7 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]).unwrap();
-        let bytes = encode_arrow("t", &batch).unwrap();
+        let bytes = encode_arrow("t", &batch).unwrap().to_vec();
         let record = decode(&bytes).unwrap();
         let Rows::Arrow { ipc } = record.rows else {
             panic!("wrong kind");
@@ -453,7 +489,7 @@ mod tests {
             rows_hash: 0x0123_4567_89ab_cdef,
         };
         let options = DecodeOptions::default();
-        let bytes = encode_body("t", Some(key), &options, b"{\"a\":1}\n");
+        let bytes = encode_body("t", Some(key), &options, b"{\"a\":1}\n").to_vec();
         assert_eq!(bytes[0], 2);
         let record = decode(&bytes).unwrap();
         assert_eq!((record.table, record.key), ("t", Some(key)));

@@ -38,17 +38,28 @@ pub enum Decoded<'a> {
 
 /// Appends one encoded frame to `out`.
 pub fn encode(lsn: u64, payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    encode_pieces(lsn, &[payload], out);
+}
+
+/// Appends one encoded frame to `out` whose payload is `pieces` one after another: the same
+/// frame as [`encode`] of their concatenation, without building it first.
+pub fn encode_pieces(lsn: u64, pieces: &[&[u8]], out: &mut Vec<u8>) {
+    let payload_len: usize = pieces.iter().map(|piece| piece.len()).sum();
+    let len = u32::try_from(payload_len).unwrap_or(u32::MAX);
     let len_bytes = len.to_le_bytes();
     let lsn_bytes = lsn.to_le_bytes();
     let mut crc = crc32c::crc32c(&len_bytes);
     crc = crc32c::crc32c_append(crc, &lsn_bytes);
-    crc = crc32c::crc32c_append(crc, payload);
-    out.reserve(HEADER_LEN + payload.len());
+    for piece in pieces {
+        crc = crc32c::crc32c_append(crc, piece);
+    }
+    out.reserve(HEADER_LEN + payload_len);
     out.extend_from_slice(&len_bytes);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&lsn_bytes);
-    out.extend_from_slice(payload);
+    for piece in pieces {
+        out.extend_from_slice(piece);
+    }
 }
 
 /// The encoded size of a frame carrying `payload_len` bytes.
@@ -106,6 +117,15 @@ mod tests {
             decode(&buf[size..]),
             Decoded::Frame { lsn: 8, .. }
         ));
+    }
+
+    #[test]
+    fn a_frame_of_pieces_is_the_frame_of_their_concatenation() {
+        let mut whole = Vec::new();
+        encode(9, b"head|body one|body two", &mut whole);
+        let mut pieces = Vec::new();
+        encode_pieces(9, &[b"head|", b"", b"body one", b"|body two"], &mut pieces);
+        assert_eq!(pieces, whole);
     }
 
     #[test]

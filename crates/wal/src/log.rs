@@ -314,6 +314,12 @@ impl Wal {
     /// Queues `payload` as a frame with the next LSN. Returns at once; await
     /// [`Appended::durable`] before acknowledging anything that depends on it.
     pub fn append(&self, payload: &[u8]) -> Result<Appended, WalError> {
+        self.append_pieces(&[payload])
+    }
+
+    /// [`Wal::append`] of `pieces` one after another as one payload, copied once, into the
+    /// frame: a caller with a large body need not copy it behind its own header first.
+    pub fn append_pieces(&self, pieces: &[&[u8]]) -> Result<Appended, WalError> {
         let mut queue = lock(&self.shared.queue);
         if let Some(reason) = &queue.poisoned {
             return Err(WalError::Poisoned(reason.clone()));
@@ -326,7 +332,7 @@ impl Wal {
             queue.group_first = lsn;
         }
         queue.group_last = lsn;
-        frame::encode(lsn, payload, &mut queue.buf);
+        frame::encode_pieces(lsn, pieces, &mut queue.buf);
         queue.frames += 1;
         queue.outstanding.insert(lsn);
         let durable = queue.group.clone();

@@ -277,13 +277,13 @@ fn hand_over_run(pipeline: &Pipeline, handle: &TableHandle, joint: &Joint, run: 
 /// What the writer is handed for a run's rows, with their memory reserved: `None` when an
 /// insert would span more partitions than it may, a partition is one the throttle would delay
 /// or refuse, or the rows need more memory than the budget has left.
-fn prepare(
+fn prepare<'run>(
     pipeline: &Pipeline,
     handle: &TableHandle,
-    run: &Run,
+    run: &'run Run,
     batch: &RecordBatch,
     bytes: u64,
-) -> Option<Handed> {
+) -> Option<Handed<'run>> {
     let def = &run.members.first()?.0.def;
     let grouped = def
         .partition()

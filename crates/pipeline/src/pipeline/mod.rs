@@ -50,7 +50,7 @@ use crate::error::{InsertError, PartitionLimit};
 use crate::keys::{Begin, Held, KeyStatus, KeyTable, KeyedInsert, Settling, check_key};
 use crate::memory::MemoryBudget;
 use crate::record;
-use crate::record::LoggedKey;
+use crate::record::{Encoded, LoggedKey};
 use crate::stats::{TableInfo, TableStats, Tally, WalInfo};
 use crate::writer::{Command, FrameAck, InsertMsg, Measured, Piece, Split, WriterReport};
 
@@ -199,10 +199,10 @@ struct Terms {
 }
 
 /// What an insert hands its table's writer.
-struct Handed {
+struct Handed<'a> {
     pieces: Vec<Piece>,
     /// Its log record, when it is to be logged.
-    payload: Option<Vec<u8>>,
+    payload: Option<Encoded<'a>>,
     /// What a `committed` insert waits on.
     waiter: Option<Arc<Waiter>>,
     keyed: Option<Arc<KeyedInsert>>,
@@ -388,14 +388,14 @@ impl Pipeline {
     /// Submits an insert with `key`, unless an insert with the key and the same rows was
     /// accepted within the window and is as safe as this one asks (answered from it), or is in
     /// flight or less safe (waited for first, up to the ack timeout).
-    async fn submit_keyed(
+    async fn submit_keyed<'body>(
         &self,
         handle: &TableHandle,
         key: &str,
         batch: RecordBatch,
         bytes: u64,
         terms: Terms,
-        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Vec<u8>, InsertError>,
+        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Encoded<'body>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let rows_hash = crate::keys::rows_hash(&batch);
         let timeout = self.inner.config.ack_timeout;
@@ -652,14 +652,14 @@ impl Pipeline {
 
     /// Splits, throttles, admits, numbers, logs (with `key`, when it has one) and hands over
     /// one insert, then waits as its ack mode says.
-    async fn submit(
+    async fn submit<'body>(
         &self,
         handle: &TableHandle,
         batch: RecordBatch,
         body_bytes: u64,
         terms: Terms,
         keyed: Option<&Arc<KeyedInsert>>,
-        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Vec<u8>, InsertError>,
+        record: impl FnOnce(Option<LoggedKey<'_>>) -> Result<Encoded<'body>, InsertError>,
     ) -> Result<Inserted, InsertError> {
         let Terms {
             ack,
@@ -760,7 +760,7 @@ impl Pipeline {
     fn hand_over(
         &self,
         handle: &TableHandle,
-        handed: Handed,
+        handed: Handed<'_>,
     ) -> Result<Option<Arc<Completion>>, InsertError> {
         let Handed {
             pieces,
@@ -774,7 +774,7 @@ impl Pipeline {
             Err(poisoned) => poisoned.into_inner(),
         };
         let (seq, frame, durable) = match (wal, payload) {
-            (Some(wal), Some(payload)) => match wal.append(&payload) {
+            (Some(wal), Some(payload)) => match wal.append_pieces(&payload.pieces()) {
                 Ok(appended) => (
                     appended.lsn,
                     Some(FrameAck::new(wal.clone(), appended.lsn, pieces.len())),
