@@ -55,6 +55,11 @@ const ZEROS_AHEAD: u64 = 1024 * 1024;
 /// space (see [`Active::write_ahead`]).
 const SMALL_GROUP: u64 = 64 * 1024;
 
+/// The largest group buffer the writer keeps for the next group: appends fill a kept buffer
+/// without growing it and faulting in fresh pages, and a rare huge group does not hold its
+/// memory for good.
+const KEPT_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
 /// Where and how the log is kept.
 #[derive(Debug, Clone)]
 pub struct WalConfig {
@@ -293,6 +298,7 @@ impl Wal {
             idle_wake: config.idle_wake,
             active,
             segments,
+            spare: Vec::new(),
         };
         let wal = Wal::start(writer)?;
         Ok((wal, replay, recovered))
@@ -445,6 +451,8 @@ struct Writer {
     active: Active,
     /// Every segment on disk, oldest first, by first LSN; the last is the active one.
     segments: VecDeque<(u64, PathBuf)>,
+    /// The buffer of the group before, emptied, for the queue to fill next.
+    spare: Vec<u8>,
 }
 
 impl Writer {
@@ -465,7 +473,7 @@ impl Writer {
                     }
                 }
                 let lsns = (queue.group_first, queue.group_last);
-                let buf = std::mem::take(&mut queue.buf);
+                let buf = std::mem::replace(&mut queue.buf, std::mem::take(&mut self.spare));
                 let frames = std::mem::take(&mut queue.frames);
                 let group = std::mem::replace(&mut queue.group, Arc::new(Completion::default()));
                 (buf, frames, group, lsns, queue.closing)
@@ -487,10 +495,20 @@ impl Writer {
                 }
                 group.complete(result);
             }
+            self.keep_spare(buf);
             self.apply_release();
             if closing && lock(&self.shared.queue).buf.is_empty() {
                 return;
             }
+        }
+    }
+
+    /// Keeps a written group's buffer, emptied, for the queue to fill next, unless it grew past
+    /// [`KEPT_BUFFER_BYTES`].
+    fn keep_spare(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() <= KEPT_BUFFER_BYTES {
+            buf.clear();
+            self.spare = buf;
         }
     }
 
