@@ -278,20 +278,24 @@ fn take_bytes<'a>(rest: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
 /// drops unread data with an RST), so sluice reads on a while; past this it closes anyway.
 const DRAIN_BYTES: usize = 32 * 1024 * 1024;
 
+/// The most of a body's announced length that is reserved before it arrives.
+const RESERVED_AHEAD: usize = 1024 * 1024;
+
 /// The body's bytes, at most `limit` of them: past it, the rest is drained (up to
 /// [`DRAIN_BYTES`]) and the answer is 413. A body that goes `idle` without a byte arriving is
 /// answered 408, and its connection closed (the rest of the body is never read).
 async fn read_limited(body: Body, limit: usize, idle: Duration) -> Result<Bytes, ApiError> {
-    use http_body_util::BodyExt;
-
     use axum::body::HttpBody as _;
+    use http_body_util::BodyExt;
 
     let mut body = body;
     // A body of one frame is kept as hyper read it; the frames of a longer one are gathered in
-    // a buffer sized by its Content-Length, so that it grows once.
+    // a buffer sized by its Content-Length up to `RESERVED_AHEAD`, so that a body of a usual
+    // size grows once, and a client that announces a large body and stalls holds no more.
     let mut single: Option<Bytes> = None;
     let mut buf = bytes::BytesMut::new();
-    let expected = body.size_hint().upper().unwrap_or(0).min(limit as u64) as usize;
+    let announced = body.size_hint().upper().unwrap_or(0);
+    let expected = announced.min(limit.min(RESERVED_AHEAD) as u64) as usize;
     let mut total = 0usize;
     let read_error =
         |e: axum::Error| ApiError::new(Kind::BadRequest, format!("cannot read the body: {e}"));
