@@ -1027,9 +1027,9 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
         "{} keep-alive connections, {:?} per phase, {} rounds of a fresh server each",
         config.connections, config.duration, config.rounds
     );
-    print_http_header("round");
+    print_http_header();
     let report = http::run(config, |round, phase| {
-        print_http_phase(&format!("{}", round + 1), phase);
+        print_http_phase(&(round + 1).to_string(), phase);
     })
     .await
     .map_err(anyhow::Error::msg)?;
@@ -1038,11 +1038,11 @@ async fn run_http(args: HttpArgs, binary: PathBuf) -> Result<ExitCode> {
     Ok(exit_code(report.measured_cleanly()))
 }
 
-/// The column heads of `sluice lab http`'s table, the first column headed `first`.
-fn print_http_header(first: &str) {
+/// The column heads of `sluice lab http`'s table.
+fn print_http_header() {
     println!(
-        "  {first:<6} {:<28} {:>12} {:<9} {:>7} {:>18} {:>18}",
-        "phase", "per s", "", "errors", "server CPU us/req", "client CPU us/req"
+        "  {:<6} {:<28} {:>12} {:<9} {:>7} {:>18} {:>18}",
+        "round", "phase", "per s", "", "errors", "server CPU us/req", "client CPU us/req"
     );
 }
 
