@@ -338,12 +338,12 @@ fn span(text: &[u8], value: &str) -> Range<usize> {
 }
 
 /// A key: the index of the column it names, if any.
-struct Key<'a> {
-    schema: &'a SchemaRef,
+pub(super) struct Key<'a> {
+    pub(super) schema: &'a SchemaRef,
     /// The column the key likely names: the one after the row's last key. Producers send a
     /// table's keys in one order, mostly the table's own, and a hit spares comparing the key
     /// with every column's name before it.
-    likely: usize,
+    pub(super) likely: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for Key<'_> {

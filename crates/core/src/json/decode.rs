@@ -14,7 +14,7 @@ use arrow::json::reader::Decoder;
 
 use super::frame;
 use super::kept::{self, KEPT_ROWS};
-use super::{DecodeOptions, check, nested, rewrite};
+use super::{DecodeOptions, check, direct, nested, rewrite};
 use crate::error::DecodeError;
 use crate::name::printable;
 use crate::schema::{TableSchema, json_kind};
@@ -34,19 +34,64 @@ pub fn decode_ndjson(
     body: &[u8],
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    decode_ndjson_ways(schema, body, options, true)
+}
+
+/// [`decode_ndjson`], going only the long way unless `plain` says it may read plain rows once.
+pub(crate) fn decode_ndjson_ways(
+    schema: &TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+    plain: bool,
+) -> Result<RecordBatch, DecodeError> {
     let target = match &options.columns {
         None => schema.arrow().clone(),
         Some(listed) => projected_schema(schema, listed)?,
     };
     let rows = frame::rows(body, options.dialect)?;
-    let to_rewrite = check::check(&target, &rows, options.dialect)?;
-    let built = build_nested(&target, &rows, &to_rewrite.with_nested, options)?;
+    if let Some(batch) = plain
+        .then(|| decode_plain(&rows, options, &target))
+        .flatten()
+    {
+        return Ok(batch);
+    }
+    decode_checked(schema, body, &rows, options, target)
+}
+
+/// The rows read once, straight into Arrow, when the insert lists no columns and keeps no unknown
+/// key: `None` when a column is not plain or a row must go the long way.
+fn decode_plain(
+    rows: &[frame::Row<'_>],
+    options: &DecodeOptions,
+    target: &SchemaRef,
+) -> Option<RecordBatch> {
+    if rows.is_empty() || options.columns.is_some() || options.skip_unknown_fields {
+        return None;
+    }
+    direct::decode_rows(
+        target,
+        options.dialect,
+        rows.iter().map(|r| r.text),
+        rows.len(),
+    )
+}
+
+/// [`decode_ndjson`] the long way: the strict check, then arrow-json.
+fn decode_checked(
+    schema: &TableSchema,
+    body: &[u8],
+    rows: &[frame::Row<'_>],
+    options: &DecodeOptions,
+    target: SchemaRef,
+) -> Result<RecordBatch, DecodeError> {
+    let to_rewrite = check::check(&target, rows, options.dialect)?;
+    let built = build_nested(&target, rows, &to_rewrite.with_nested, options)?;
     // arrow-json reads a nested column's values as null, so it must take a null there.
     let decoded_schema = match built.is_empty() {
         true => target.clone(),
         false => nested::relaxed(&target),
     };
-    let rewritten = rewrite::rewrite(&target, &rows, &to_rewrite, options.null_as_default)?;
+    let rewritten = rewrite::rewrite(&target, rows, &to_rewrite, options.null_as_default)?;
     let texts = || {
         rows.iter()
             .enumerate()

@@ -16,16 +16,20 @@
 //! - [`decode`]: the checked rows through arrow-json into the table's schema; when that fails,
 //!   a row-by-row search for the first bad row, so good inserts pay nothing for good messages.
 //! - `kept`: arrow-json decoders kept per thread between small bodies of one schema.
+//! - `direct`: rows of tables whose columns are all plain read once by serde_json, straight
+//!   into Arrow builders, when they hold nothing the two passes above would treat apart.
 //! - [`shape`]: the type of a new column whose values are arrays or objects.
 //! - [`infer`]: a new table's schema from its first insert.
 //!
 //! serde_json is the judge of syntax, and arrow-json builds the columns: arrow-json's tape decoder
 //! is built for speed and takes some malformed input (a missing comma, a raw control character).
 //! Every row passes serde_json before arrow-json sees it, so what lands is what a strict parser
-//! reads.
+//! reads. `direct` builds what arrow-json would from that same serde_json pass, for the rows it
+//! is sure of, and leaves every other body to the two passes.
 
 mod check;
 pub mod decode;
+pub(crate) mod direct;
 pub mod frame;
 pub mod infer;
 mod kept;

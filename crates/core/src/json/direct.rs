@@ -1,0 +1,786 @@
+//! Rows of plain columns read once by serde_json, straight into Arrow builders.
+//!
+//! The long way reads each row twice: the strict check with serde_json, then arrow-json's tape.
+//! For a table whose columns are all booleans, integers, floats, strings, dates or timestamps,
+//! this pass reads each row once and builds each value as arrow-json does: with arrow's own
+//! parsers for a date, a timestamp or a number in quotes, and with Rust's for a number literal,
+//! correctly rounded as arrow-json's lexical-core is.
+//!
+//! It takes only what the check and arrow-json both take unchanged: each key once and a column of
+//! the table, a value of the kind its column holds, a null only where the column is nullable.
+//! For anything else it gives `None`, and the body goes the long way, which refuses it with an
+//! error that names the line and the column, or takes it. So this pass never decides what is
+//! refused: it only builds sooner what would be taken.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::timezone::Tz;
+use arrow::array::{
+    ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, RecordBatch,
+    StringBuilder,
+};
+use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
+use arrow::datatypes::{
+    DataType, Date32Type, Field, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, SchemaRef, TimestampMicrosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::JsonDialect;
+use super::check::Key;
+use crate::schema::ColumnType;
+
+/// String bytes first reserved per row for each text column; the builder grows past it.
+const TEXT_BYTES_PER_ROW: usize = 24;
+
+/// How the columns of a table of plain columns are built under one dialect.
+pub(crate) struct Plan {
+    schema: SchemaRef,
+    columns: Vec<Plain>,
+    /// Whether a number column takes a number in quotes, read by arrow's parser as arrow-json
+    /// reads it.
+    quoted_numbers: bool,
+    /// Whether a number for a timestamp is in the column's unit. On the ClickHouse door it is
+    /// Unix seconds, which the long way rewrites.
+    numeric_timestamps: bool,
+}
+
+/// A plain column: its kind and whether it takes a null.
+struct Plain {
+    kind: Kind,
+    nullable: bool,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Boolean,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+    Float32,
+    Float64,
+    Utf8,
+    Date32,
+    /// Its time zone, and its Arrow type, which names that zone.
+    Timestamp(Tz, DataType),
+}
+
+impl Plan {
+    /// The plan for `schema` under `dialect`: `None` when a column is not plain, or the dialect
+    /// is one that only a replay reads.
+    pub(crate) fn new(schema: &SchemaRef, dialect: JsonDialect) -> Option<Self> {
+        let (quoted_numbers, numeric_timestamps) = match dialect {
+            JsonDialect::Ndjson => (false, true),
+            JsonDialect::ClickHouse => (true, false),
+            _ => return None,
+        };
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| plain(field))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            schema: schema.clone(),
+            columns,
+            quoted_numbers,
+            numeric_timestamps,
+        })
+    }
+
+    fn builders(&self, rows: usize) -> Vec<Box<dyn Build>> {
+        self.columns
+            .iter()
+            .map(|column| self.builder(&column.kind, rows))
+            .collect()
+    }
+
+    fn builder(&self, kind: &Kind, rows: usize) -> Box<dyn Build> {
+        let quoted = self.quoted_numbers;
+        match kind {
+            Kind::Boolean => Box::new(BooleanBuilder::with_capacity(rows)),
+            Kind::Int8 => Box::new(Integers::<Int8Type>::new(rows, quoted)),
+            Kind::Int16 => Box::new(Integers::<Int16Type>::new(rows, quoted)),
+            Kind::Int32 => Box::new(Integers::<Int32Type>::new(rows, quoted)),
+            Kind::Int64 => Box::new(Integers::<Int64Type>::new(rows, quoted)),
+            Kind::UInt8 => Box::new(Integers::<UInt8Type>::new(rows, quoted)),
+            Kind::UInt16 => Box::new(Integers::<UInt16Type>::new(rows, quoted)),
+            Kind::UInt32 => Box::new(Integers::<UInt32Type>::new(rows, quoted)),
+            Kind::UInt64 => Box::new(Integers::<UInt64Type>::new(rows, quoted)),
+            Kind::Float32 => Box::new(Floats::<Float32Type>::new(rows, quoted)),
+            Kind::Float64 => Box::new(Floats::<Float64Type>::new(rows, quoted)),
+            Kind::Utf8 => Box::new(StringBuilder::with_capacity(
+                rows,
+                rows * TEXT_BYTES_PER_ROW,
+            )),
+            // arrow-json reads a date in a string with arrow's parser, on every door.
+            Kind::Date32 => Box::new(Integers::<Date32Type>::new(rows, true)),
+            Kind::Timestamp(tz, data_type) => Box::new(Timestamps {
+                builder: PrimitiveBuilder::with_capacity(rows).with_data_type(data_type.clone()),
+                tz: *tz,
+                numbers: self.numeric_timestamps,
+            }),
+        }
+    }
+}
+
+/// A field's plain kind, or `None` when it is not plain: nested, a decimal, or text with rules of
+/// its own (`uuid`, `json`).
+fn plain(field: &Field) -> Option<Plain> {
+    let kind = match ColumnType::from_field(field)? {
+        ColumnType::Bool => Kind::Boolean,
+        ColumnType::Int8 => Kind::Int8,
+        ColumnType::Int16 => Kind::Int16,
+        ColumnType::Int32 => Kind::Int32,
+        ColumnType::Int64 => Kind::Int64,
+        ColumnType::UInt8 => Kind::UInt8,
+        ColumnType::UInt16 => Kind::UInt16,
+        ColumnType::UInt32 => Kind::UInt32,
+        ColumnType::UInt64 => Kind::UInt64,
+        ColumnType::Float32 => Kind::Float32,
+        ColumnType::Float64 => Kind::Float64,
+        ColumnType::String => Kind::Utf8,
+        ColumnType::Date => Kind::Date32,
+        ColumnType::Timestamp => match field.data_type() {
+            data_type @ DataType::Timestamp(_, Some(tz)) => {
+                Kind::Timestamp(tz.parse().ok()?, data_type.clone())
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(Plain {
+        kind,
+        nullable: field.is_nullable(),
+    })
+}
+
+/// The `rows` row texts built into one batch of `schema` under `dialect`, or `None` when a column
+/// is not plain or any row must go the long way.
+pub(crate) fn decode_rows<'a>(
+    schema: &SchemaRef,
+    dialect: JsonDialect,
+    texts: impl IntoIterator<Item = &'a [u8]>,
+    rows: usize,
+) -> Option<RecordBatch> {
+    let plan = Plan::new(schema, dialect)?;
+    decode(&plan, texts, rows).filter(|batch| batch.num_rows() == rows)
+}
+
+/// `texts` built into one batch of the plan's schema, or `None` when any of them must go the long
+/// way. `rows` is a hint of how many there are, for the builders' first capacity.
+fn decode<'a>(
+    plan: &Plan,
+    texts: impl IntoIterator<Item = &'a [u8]>,
+    rows: usize,
+) -> Option<RecordBatch> {
+    let mut builders = plan.builders(rows);
+    for (row, text) in texts.into_iter().enumerate() {
+        let mut de = serde_json::Deserializer::from_slice(text);
+        let seed = RowSeed {
+            plan,
+            builders: &mut builders,
+            row,
+        };
+        seed.deserialize(&mut de).and_then(|()| de.end()).ok()?;
+        for (builder, column) in builders.iter_mut().zip(&plan.columns) {
+            if builder.len() == row {
+                // A key the row leaves out: arrow-json reads it as null.
+                column.nullable.then_some(())?;
+                builder.push_null();
+            }
+        }
+    }
+    let columns: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
+    RecordBatch::try_new(plan.schema.clone(), columns).ok()
+}
+
+/// What this pass refuses, which sends the body the long way; never shown to anyone.
+const LONG_WAY: &str = "not a plain row";
+
+/// One row: an object whose values are pushed to their columns' builders.
+struct RowSeed<'p> {
+    plan: &'p Plan,
+    builders: &'p mut [Box<dyn Build>],
+    /// The row's index: each builder holds this many values before the row.
+    row: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let schema = &self.plan.schema;
+        let mut likely = 0;
+        while let Some(column) = map.next_key_seed(Key { schema, likely })? {
+            // An unknown key: arrow-json refuses it.
+            let i = column.ok_or_else(|| de::Error::custom(LONG_WAY))?;
+            likely = i + 1;
+            let raw: &RawValue = map.next_value()?;
+            let builder = &mut self.builders[i];
+            let taken = builder.len() == self.row
+                && match token(raw.get()) {
+                    Some(Token::Null) if self.plan.columns[i].nullable => {
+                        builder.push_null();
+                        true
+                    }
+                    Some(Token::Null) | None => false,
+                    Some(value) => builder.push(value).is_some(),
+                };
+            if !taken {
+                return Err(de::Error::custom(LONG_WAY));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A scalar JSON value, from its text as serde_json checked it.
+enum Token<'t> {
+    Null,
+    Bool(bool),
+    /// A number literal, as sent.
+    Number(&'t str),
+    /// A string, unescaped.
+    Text(Cow<'t, str>),
+}
+
+/// The value `raw` holds, or `None` for an array, an object, or a string that does not unescape
+/// to text.
+fn token(raw: &str) -> Option<Token<'_>> {
+    match raw.as_bytes().first()? {
+        b'n' => Some(Token::Null),
+        b't' => Some(Token::Bool(true)),
+        b'f' => Some(Token::Bool(false)),
+        b'-' | b'0'..=b'9' => Some(Token::Number(raw)),
+        b'"' => unquote(raw).map(Token::Text),
+        _ => None,
+    }
+}
+
+/// A JSON string's text: borrowed when it has no escape.
+fn unquote(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.get(1..raw.len().checked_sub(1)?)?;
+    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+}
+
+/// A column's builder: `push` gives `None` for a value the column does not take as arrow-json
+/// would.
+trait Build {
+    fn len(&self) -> usize;
+    fn push(&mut self, value: Token<'_>) -> Option<()>;
+    fn push_null(&mut self);
+    fn finish(&mut self) -> ArrayRef;
+}
+
+impl Build for BooleanBuilder {
+    fn len(&self) -> usize {
+        ArrayBuilder::len(self)
+    }
+
+    fn push(&mut self, value: Token<'_>) -> Option<()> {
+        let Token::Bool(value) = value else {
+            return None;
+        };
+        self.append_value(value);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(BooleanBuilder::finish(self))
+    }
+}
+
+impl Build for StringBuilder {
+    fn len(&self) -> usize {
+        ArrayBuilder::len(self)
+    }
+
+    fn push(&mut self, value: Token<'_>) -> Option<()> {
+        let Token::Text(text) = value else {
+            return None;
+        };
+        self.append_value(text);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(StringBuilder::finish(self))
+    }
+}
+
+/// An integer or date column. A number literal is parsed exactly; one with a fraction or an
+/// exponent, or out of the type's range, goes the long way.
+struct Integers<T: ArrowPrimitiveType> {
+    builder: PrimitiveBuilder<T>,
+    /// Whether a string is taken, read by arrow's parser as arrow-json reads it: a number in
+    /// quotes where the door takes one, a date.
+    texts: bool,
+}
+
+impl<T: ArrowPrimitiveType> Integers<T> {
+    fn new(rows: usize, texts: bool) -> Self {
+        Self {
+            builder: PrimitiveBuilder::with_capacity(rows),
+            texts,
+        }
+    }
+}
+
+impl<T> Build for Integers<T>
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: FromStr,
+{
+    fn len(&self) -> usize {
+        ArrayBuilder::len(&self.builder)
+    }
+
+    fn push(&mut self, value: Token<'_>) -> Option<()> {
+        let value = match value {
+            // serde_json reads `-0` as a float, which the strict check refuses for an integer.
+            Token::Number("-0") => return None,
+            Token::Number(text) => text.parse().ok()?,
+            Token::Text(text) if self.texts => T::parse(&text)?,
+            _ => return None,
+        };
+        self.builder.append_value(value);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.builder.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(self.builder.finish())
+    }
+}
+
+/// A float column. A number literal is parsed correctly rounded; one beyond the type's range
+/// goes the long way.
+struct Floats<T: ArrowPrimitiveType> {
+    builder: PrimitiveBuilder<T>,
+    quoted: bool,
+}
+
+impl<T: ArrowPrimitiveType> Floats<T> {
+    fn new(rows: usize, quoted: bool) -> Self {
+        Self {
+            builder: PrimitiveBuilder::with_capacity(rows),
+            quoted,
+        }
+    }
+}
+
+impl<T> Build for Floats<T>
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: FromStr + Into<f64>,
+{
+    fn len(&self) -> usize {
+        ArrayBuilder::len(&self.builder)
+    }
+
+    fn push(&mut self, value: Token<'_>) -> Option<()> {
+        let value: T::Native = match value {
+            Token::Number(text) => text.parse().ok()?,
+            Token::Text(text) if self.quoted => T::parse(&text)?,
+            _ => return None,
+        };
+        if !value.into().is_finite() {
+            return None;
+        }
+        self.builder.append_value(value);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.builder.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(self.builder.finish())
+    }
+}
+
+/// A timestamp column, in microseconds: a string read as arrow-json reads it, in the column's
+/// time zone; a number taken as microseconds where the door reads it so.
+struct Timestamps {
+    builder: PrimitiveBuilder<TimestampMicrosecondType>,
+    tz: Tz,
+    numbers: bool,
+}
+
+impl Build for Timestamps {
+    fn len(&self) -> usize {
+        ArrayBuilder::len(&self.builder)
+    }
+
+    fn push(&mut self, value: Token<'_>) -> Option<()> {
+        let micros = match value {
+            Token::Text(text) => string_to_datetime(&self.tz, &text).ok()?.timestamp_micros(),
+            Token::Number(text) if self.numbers => text.parse().ok()?,
+            _ => return None,
+        };
+        self.builder.append_value(micros);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.builder.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(self.builder.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::json::decode::{decode_ndjson, decode_ndjson_ways};
+    use crate::json::frame;
+    use crate::options::DecodeOptions;
+    use crate::schema::{Column, TableSchema};
+
+    /// A column of each plain type, one of them required.
+    fn schema() -> TableSchema {
+        TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64).required(),
+            Column::new("ok", ColumnType::Bool),
+            Column::new("i8", ColumnType::Int8),
+            Column::new("i16", ColumnType::Int16),
+            Column::new("i32", ColumnType::Int32),
+            Column::new("u8", ColumnType::UInt8),
+            Column::new("u16", ColumnType::UInt16),
+            Column::new("u32", ColumnType::UInt32),
+            Column::new("u64", ColumnType::UInt64),
+            Column::new("f32", ColumnType::Float32),
+            Column::new("f64", ColumnType::Float64),
+            Column::new("s", ColumnType::String),
+            Column::new("day", ColumnType::Date),
+            Column::new("ts", ColumnType::Timestamp),
+        ])
+        .unwrap()
+    }
+
+    fn options(dialect: JsonDialect) -> DecodeOptions {
+        DecodeOptions {
+            dialect,
+            ..DecodeOptions::default()
+        }
+    }
+
+    /// The body read once, or `None` when it goes the long way.
+    fn read_once(schema: &TableSchema, body: &str, dialect: JsonDialect) -> Option<RecordBatch> {
+        let rows = frame::rows(body.as_bytes(), dialect).ok()?;
+        decode_rows(
+            schema.arrow(),
+            dialect,
+            rows.iter().map(|r| r.text),
+            rows.len(),
+        )
+    }
+
+    const TAKEN: &[&str] = &[
+        r#"{"id": 1}"#,
+        r#"{"id": -9223372036854775808, "i8": -128, "i16": 32767, "i32": -2147483648}"#,
+        r#"{"u8": 255, "u16": 65535, "u32": 4294967295, "u64": 18446744073709551615, "id": 0}"#,
+        r#"{"id": 0, "f32": 16777217, "f64": 0.1, "ts": -0}"#,
+        r#"{"id": 2, "f32": 3.4028235e38, "f64": -1.7976931348623157E+308}"#,
+        r#"{"id": 3, "f64": 5e-324, "f32": 1e-46}"#,
+        r#"{"id": 4, "s": "", "ok": true}"#,
+        r#"{"id": 5, "s": "a \"quoted\" \\ \/ \b\f\n\r\t \u00e9 \ud83d\ude00 é", "ok": false}"#,
+        r#"{"id": 6, "s": null, "ok": null, "i8": null, "ts": null, "day": null}"#,
+        r#"{"id": 7, "day": "2026-12-07", "ts": "2026-12-07T14:00:00Z"}"#,
+        r#"{"id": 8, "day": 20000, "ts": "2026-12-07 14:00:00.123456"}"#,
+        r#"{"id": 9, "ts": "2026-12-07T14:00:00.5+02:00"}"#,
+        r#"{"id": 10, "ts": "2026-12-07"}"#,
+        r#"{"ts": "1970-01-01T00:00:00Z", "id": 11, "s": "k"}"#,
+        r#"  {"id" : 12 , "s":"spaces"}  "#,
+        r#"{"i\u0064": 13}"#,
+    ];
+
+    /// Every row the one pass takes, alone and all together, is built as the long way builds it.
+    #[test]
+    fn plain_rows_are_built_as_the_long_way_builds_them() {
+        let schema = schema();
+        let together = TAKEN.join("\n");
+        for body in TAKEN.iter().copied().chain([together.as_str()]) {
+            let options = options(JsonDialect::Ndjson);
+            let once = read_once(&schema, body, JsonDialect::Ndjson)
+                .unwrap_or_else(|| panic!("went the long way: {body}"));
+            let long = decode_ndjson_ways(&schema, body.as_bytes(), &options, false);
+            assert_eq!(long.as_ref(), Ok(&once), "{body}");
+        }
+    }
+
+    /// Numbers in quotes on the ClickHouse door are read by arrow's parsers, as arrow-json reads
+    /// them; a number for a timestamp there is seconds, which only the long way reads.
+    #[test]
+    fn the_clickhouse_door_takes_numbers_in_quotes() {
+        let schema = schema();
+        let body = r#"{"id": "12", "u64": "18446744073709551615", "f64": "1.25", "i8": "-5"}"#;
+        let once = read_once(&schema, body, JsonDialect::ClickHouse).expect("read once");
+        let options = options(JsonDialect::ClickHouse);
+        let long = decode_ndjson_ways(&schema, body.as_bytes(), &options, false);
+        assert_eq!(long, Ok(once));
+        assert!(read_once(&schema, body, JsonDialect::Ndjson).is_none());
+        let seconds = r#"{"id": 1, "ts": 1795953600}"#;
+        assert!(read_once(&schema, seconds, JsonDialect::ClickHouse).is_none());
+        assert!(read_once(&schema, seconds, JsonDialect::Ndjson).is_some());
+    }
+
+    const LONG_WAY: &[&str] = &[
+        r#"{"id": 1 "s": "missing comma"}"#,
+        r#"{"id": 1, "nope": 2}"#,
+        r#"{"id": 1, "id": 2}"#,
+        r#"{"s": "no id"}"#,
+        r#"{"id": null}"#,
+        r#"{"id": "1"}"#,
+        r#"{"id": 1.5}"#,
+        r#"{"id": 1e2}"#,
+        r#"{"id": 9223372036854775808}"#,
+        r#"{"id": 1, "i8": 128}"#,
+        r#"{"id": 1, "u8": -1}"#,
+        r#"{"id": 1, "f64": 1e400}"#,
+        r#"{"id": 1, "f32": 1e39}"#,
+        r#"{"id": 1, "s": 5}"#,
+        r#"{"id": 1, "s": ["a"]}"#,
+        r#"{"id": 1, "s": {"a": 1}}"#,
+        "{\"id\": 1, \"s\": \"raw\ttab\"}",
+        r#"{"id": 1, "s": "\ud800"}"#,
+        r#"{"id": 1, "ok": 1}"#,
+        r#"{"id": 1, "ok": "true"}"#,
+        r#"{"id": 1, "ts": "yesterday"}"#,
+        r#"{"id": 1, "day": "2026-13-45"}"#,
+        r#"{"id": 1} trailing"#,
+        r#"[{"id": 1}]"#,
+        r#"{"id": 01}"#,
+        r#"{"id": -0}"#,
+    ];
+
+    /// What the one pass is not sure of goes the long way, which takes it or says what is wrong.
+    #[test]
+    fn what_the_pass_is_not_sure_of_goes_the_long_way() {
+        let schema = schema();
+        for body in LONG_WAY {
+            assert!(
+                read_once(&schema, body, JsonDialect::Ndjson).is_none(),
+                "read once: {body}"
+            );
+            let options = options(JsonDialect::Ndjson);
+            assert_eq!(
+                decode_ndjson(&schema, body.as_bytes(), &options),
+                decode_ndjson_ways(&schema, body.as_bytes(), &options, false),
+                "{body}"
+            );
+        }
+    }
+
+    /// A table with a column that is not plain is read the long way only.
+    #[test]
+    fn a_table_with_other_columns_has_no_plan() {
+        let schema = TableSchema::new(vec![
+            Column::new("id", ColumnType::Int64),
+            Column::new("u", ColumnType::Uuid),
+        ])
+        .unwrap();
+        assert!(Plan::new(schema.arrow(), JsonDialect::Ndjson).is_none());
+        assert!(Plan::new(self::schema().arrow(), JsonDialect::Lenient).is_none());
+    }
+
+    /// Each key with values its column takes, and one that is no column.
+    const KEYS: &[(&str, &[&str])] = &[
+        (
+            "id",
+            &[
+                "0",
+                "42",
+                "-1",
+                "9223372036854775807",
+                "-9223372036854775808",
+            ],
+        ),
+        ("ok", &["true", "false", "null"]),
+        ("i8", &["-128", "127", "0", "null"]),
+        ("u8", &["0", "255", "null"]),
+        ("u64", &["0", "18446744073709551615", "null"]),
+        (
+            "f32",
+            &[
+                "0.1",
+                "1e-46",
+                "3.4028235e38",
+                "16777217",
+                "-2.5",
+                "1",
+                "null",
+            ],
+        ),
+        (
+            "f64",
+            &[
+                "0.1",
+                "5e-324",
+                "1.7976931348623157e308",
+                "-0.0",
+                "1E-7",
+                "1e23",
+            ],
+        ),
+        (
+            "s",
+            &[
+                "\"\"",
+                "\"abc\"",
+                "\"a\\\"b\"",
+                "\"\\u00e9\\ud83d\\ude00\"",
+                "\"é\"",
+                "null",
+            ],
+        ),
+        ("day", &["\"2026-12-07\"", "20000", "-1", "null"]),
+        (
+            "ts",
+            &[
+                "\"2026-12-07T14:00:00Z\"",
+                "\"2026-12-07 14:00:00.123\"",
+                "1795953600000000",
+            ],
+        ),
+        ("nope", &["1"]),
+    ];
+
+    /// Values of every kind, most of which some column does not take.
+    const VALUES: &[&str] = &[
+        "null",
+        "true",
+        "false",
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "127",
+        "128",
+        "-129",
+        "255",
+        "256",
+        "65535",
+        "4294967296",
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "1.5",
+        "-0.0",
+        "1e3",
+        "1E-7",
+        "3.5e38",
+        "1e400",
+        "0.1",
+        "01",
+        "1.",
+        "\"\"",
+        "\"abc\"",
+        "\"a\\\"b\"",
+        "\"\\u00e9\"",
+        "\"\\ud800\"",
+        "\"\\ud83d\\ude00\"",
+        "\"é\"",
+        "\"12\"",
+        "\"-5\"",
+        "\"1.25\"",
+        "\"1e2\"",
+        "\"2026-12-07\"",
+        "\"2026-12-07T14:00:00Z\"",
+        "\"2026-12-07 14:00:00.123\"",
+        "\"2026-12-07T14:00:00+02:00\"",
+        "\"later\"",
+        "\"true\"",
+        "[1]",
+        "{\"a\": 1}",
+        "\"tab\there\"",
+        "nul",
+    ];
+
+    /// A row of keys mostly with values their columns take, now and then another value, a
+    /// key twice, an unknown key, a missing `id` or a missing comma.
+    fn row() -> impl Strategy<Value = String> {
+        let value = (
+            0..KEYS.len(),
+            prop::bool::weighted(0.9),
+            any::<prop::sample::Index>(),
+        );
+        let pairs = prop::collection::vec(value, 0..6);
+        let with_id = prop::bool::weighted(0.9);
+        let comma = prop::bool::weighted(0.95);
+        (pairs, with_id, comma).prop_map(|(pairs, with_id, comma)| {
+            let mut fields: Vec<String> = pairs
+                .into_iter()
+                .map(|(key, fits, pick)| {
+                    let (name, fitting) = KEYS[key];
+                    let values = if fits { fitting } else { VALUES };
+                    format!("\"{name}\": {}", pick.get(values))
+                })
+                .collect();
+            if with_id {
+                fields.insert(0, "\"id\": 7".to_owned());
+            }
+            format!("{{{}}}", fields.join(if comma { ", " } else { " " }))
+        })
+    }
+
+    proptest! {
+        /// Any body decodes, or is refused, exactly as the long way decodes or refuses it.
+        #[test]
+        fn any_body_decodes_as_the_long_way_decodes_it(
+            rows in prop::collection::vec(row(), 1..4),
+            clickhouse in any::<bool>(),
+        ) {
+            let schema = schema();
+            let dialect = if clickhouse { JsonDialect::ClickHouse } else { JsonDialect::Ndjson };
+            let options = options(dialect);
+            let body = rows.join("\n");
+            prop_assert_eq!(
+                decode_ndjson(&schema, body.as_bytes(), &options),
+                decode_ndjson_ways(&schema, body.as_bytes(), &options, false),
+                "{}", body
+            );
+        }
+    }
+}
