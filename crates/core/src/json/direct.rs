@@ -3,8 +3,8 @@
 //! The long way reads each row twice: the strict check with serde_json, then arrow-json's tape.
 //! For a table whose columns are all booleans, integers, floats, strings, dates or timestamps,
 //! this pass reads each row once and builds each value as arrow-json does: with arrow's own
-//! parsers for a date, a timestamp or a number in quotes, and with Rust's for a number literal,
-//! correctly rounded as arrow-json's lexical-core is.
+//! parsers for a date, a timestamp or a number in quotes, with serde_json's exact integers, and
+//! with Rust's parser for a float literal, correctly rounded as arrow-json's lexical-core is.
 //!
 //! It takes only what the check and arrow-json both take unchanged: each key once and a column of
 //! the table, a value of the kind its column holds, a null only where the column is nullable.
@@ -12,7 +12,6 @@
 //! error that names the line and the column, or takes it. So this pass never decides what is
 //! refused: it only builds sooner what would be taken.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -27,6 +26,7 @@ use arrow::datatypes::{
     DataType, Date32Type, Field, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
     Int64Type, SchemaRef, TimestampMicrosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
@@ -236,17 +236,13 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
             // An unknown key: arrow-json refuses it.
             let i = column.ok_or_else(|| de::Error::custom(LONG_WAY))?;
             likely = i + 1;
-            let raw: &RawValue = map.next_value()?;
-            let builder = &mut self.builders[i];
+            let builder = &mut *self.builders[i];
+            // A key given twice: the check refuses it.
             let taken = builder.len() == self.row
-                && match token(raw.get()) {
-                    Some(Token::Null) if self.plan.columns[i].nullable => {
-                        builder.push_null();
-                        true
-                    }
-                    Some(Token::Null) | None => false,
-                    Some(value) => builder.push(value).is_some(),
-                };
+                && map.next_value_seed(Cell {
+                    builder,
+                    nullable: self.plan.columns[i].nullable,
+                })?;
             if !taken {
                 return Err(de::Error::custom(LONG_WAY));
             }
@@ -255,42 +251,118 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
 }
 
-/// A scalar JSON value, from its text as serde_json checked it.
+/// A scalar JSON value, as serde_json read it.
 enum Token<'t> {
     Null,
     Bool(bool),
-    /// A number literal, as sent.
-    Number(&'t str),
+    Unsigned(u64),
+    Signed(i64),
+    /// A number serde_json read as a float: one with a fraction or an exponent, `-0`, or one
+    /// beyond 64 bits. Its value is not exact (serde_json rounds as it reads), so only a column
+    /// that reads number literals itself takes a number.
+    Float,
+    /// A number literal as sent, for a column that reads literals.
+    Literal(&'t str),
     /// A string, unescaped.
-    Text(Cow<'t, str>),
+    Text(&'t str),
 }
 
-/// The value `raw` holds, or `None` for an array, an object, or a string that does not unescape
-/// to text.
-fn token(raw: &str) -> Option<Token<'_>> {
+/// One value, pushed to its column's builder: `Ok(false)` when the column does not take it.
+struct Cell<'b> {
+    builder: &'b mut dyn Build,
+    nullable: bool,
+}
+
+impl Cell<'_> {
+    fn take(self, value: Token<'_>) -> bool {
+        match value {
+            Token::Null if self.nullable => {
+                self.builder.push_null();
+                true
+            }
+            Token::Null => false,
+            value => self.builder.push(value).is_some(),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Cell<'_> {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        if !self.builder.reads_literals() {
+            return deserializer.deserialize_any(self);
+        }
+        let raw = <&RawValue>::deserialize(deserializer)?;
+        Ok(literal_token(raw.get()).is_some_and(|value| self.take(value)))
+    }
+}
+
+impl<'de> Visitor<'de> for Cell<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(self.take(Token::Null))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<bool, E> {
+        Ok(self.take(Token::Bool(value)))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<bool, E> {
+        Ok(self.take(Token::Unsigned(value)))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<bool, E> {
+        Ok(self.take(Token::Signed(value)))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(self.take(Token::Float))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<bool, E> {
+        Ok(self.take(Token::Text(value)))
+    }
+
+    // An array or an object: no plain column takes one. Refused before it is read further.
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
+        Err(de::Error::custom(LONG_WAY))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<bool, A::Error> {
+        Err(de::Error::custom(LONG_WAY))
+    }
+}
+
+/// The value `raw` holds, for a column that reads number literals itself: `None` for an array,
+/// an object, or a string that does not unescape to text.
+fn literal_token(raw: &str) -> Option<Token<'_>> {
     match raw.as_bytes().first()? {
         b'n' => Some(Token::Null),
         b't' => Some(Token::Bool(true)),
         b'f' => Some(Token::Bool(false)),
-        b'-' | b'0'..=b'9' => Some(Token::Number(raw)),
-        b'"' => unquote(raw).map(Token::Text),
+        b'-' | b'0'..=b'9' => Some(Token::Literal(raw)),
+        // An escaped string is rare in a float column: a number in quotes has no escape.
+        b'"' if memchr::memchr(b'\\', raw.as_bytes()).is_none() => {
+            raw.get(1..raw.len() - 1).map(Token::Text)
+        }
         _ => None,
     }
-}
-
-/// A JSON string's text: borrowed when it has no escape.
-fn unquote(raw: &str) -> Option<Cow<'_, str>> {
-    let inner = raw.get(1..raw.len().checked_sub(1)?)?;
-    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
-        return Some(Cow::Borrowed(inner));
-    }
-    serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
 }
 
 /// A column's builder: `push` gives `None` for a value the column does not take as arrow-json
 /// would.
 trait Build {
     fn len(&self) -> usize;
+    /// Whether a number is given to `push` as its literal, which the column parses itself.
+    fn reads_literals(&self) -> bool {
+        false
+    }
     fn push(&mut self, value: Token<'_>) -> Option<()>;
     fn push_null(&mut self);
     fn finish(&mut self) -> ArrayRef;
@@ -340,8 +412,8 @@ impl Build for StringBuilder {
     }
 }
 
-/// An integer or date column. A number literal is parsed exactly; one with a fraction or an
-/// exponent, or out of the type's range, goes the long way.
+/// An integer or date column. An integer as serde_json reads it, exactly, when it fits the type;
+/// a number serde_json reads as a float goes the long way.
 struct Integers<T: ArrowPrimitiveType> {
     builder: PrimitiveBuilder<T>,
     /// Whether a string is taken, read by arrow's parser as arrow-json reads it: a number in
@@ -361,7 +433,7 @@ impl<T: ArrowPrimitiveType> Integers<T> {
 impl<T> Build for Integers<T>
 where
     T: ArrowPrimitiveType + Parser,
-    T::Native: FromStr,
+    T::Native: TryFrom<u64> + TryFrom<i64>,
 {
     fn len(&self) -> usize {
         ArrayBuilder::len(&self.builder)
@@ -369,10 +441,9 @@ where
 
     fn push(&mut self, value: Token<'_>) -> Option<()> {
         let value = match value {
-            // serde_json reads `-0` as a float, which the strict check refuses for an integer.
-            Token::Number("-0") => return None,
-            Token::Number(text) => text.parse().ok()?,
-            Token::Text(text) if self.texts => T::parse(&text)?,
+            Token::Unsigned(value) => value.try_into().ok()?,
+            Token::Signed(value) => value.try_into().ok()?,
+            Token::Text(text) if self.texts => T::parse(text)?,
             _ => return None,
         };
         self.builder.append_value(value);
@@ -388,8 +459,8 @@ where
     }
 }
 
-/// A float column. A number literal is parsed correctly rounded; one beyond the type's range
-/// goes the long way.
+/// A float column. A number literal is parsed here, correctly rounded as arrow-json's
+/// lexical-core parses it; one beyond the type's range goes the long way.
 struct Floats<T: ArrowPrimitiveType> {
     builder: PrimitiveBuilder<T>,
     quoted: bool,
@@ -413,10 +484,14 @@ where
         ArrayBuilder::len(&self.builder)
     }
 
+    fn reads_literals(&self) -> bool {
+        true
+    }
+
     fn push(&mut self, value: Token<'_>) -> Option<()> {
         let value: T::Native = match value {
-            Token::Number(text) => text.parse().ok()?,
-            Token::Text(text) if self.quoted => T::parse(&text)?,
+            Token::Literal(text) => text.parse().ok()?,
+            Token::Text(text) if self.quoted => T::parse(text)?,
             _ => return None,
         };
         if !value.into().is_finite() {
@@ -450,8 +525,9 @@ impl Build for Timestamps {
 
     fn push(&mut self, value: Token<'_>) -> Option<()> {
         let micros = match value {
-            Token::Text(text) => string_to_datetime(&self.tz, &text).ok()?.timestamp_micros(),
-            Token::Number(text) if self.numbers => text.parse().ok()?,
+            Token::Text(text) => string_to_datetime(&self.tz, text).ok()?.timestamp_micros(),
+            Token::Signed(value) if self.numbers => value,
+            Token::Unsigned(value) if self.numbers => value.try_into().ok()?,
             _ => return None,
         };
         self.builder.append_value(micros);
@@ -520,7 +596,7 @@ mod tests {
         r#"{"id": 1}"#,
         r#"{"id": -9223372036854775808, "i8": -128, "i16": 32767, "i32": -2147483648}"#,
         r#"{"u8": 255, "u16": 65535, "u32": 4294967295, "u64": 18446744073709551615, "id": 0}"#,
-        r#"{"id": 0, "f32": 16777217, "f64": 0.1, "ts": -0}"#,
+        r#"{"id": 0, "f32": 16777217, "f64": 0.1, "ts": 1795953600000000}"#,
         r#"{"id": 2, "f32": 3.4028235e38, "f64": -1.7976931348623157E+308}"#,
         r#"{"id": 3, "f64": 5e-324, "f32": 1e-46}"#,
         r#"{"id": 4, "s": "", "ok": true}"#,
