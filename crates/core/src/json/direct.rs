@@ -19,8 +19,9 @@ use std::sync::Arc;
 use arrow::array::timezone::Tz;
 use arrow::array::{
     ArrayBuilder, ArrayRef, ArrowPrimitiveType, BooleanBuilder, PrimitiveBuilder, RecordBatch,
-    StringBuilder,
+    StringArray, StringBuilder,
 };
+use arrow::buffer::Buffer;
 use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
 use arrow::datatypes::{
     DataType, Date32Type, Field, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
@@ -408,8 +409,19 @@ impl Build for StringBuilder {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(StringBuilder::finish(self))
+        Arc::new(fitted(StringBuilder::finish(self)))
     }
+}
+
+/// `array` with its text in a buffer of the text's length, when the builder grew it with much
+/// room to spare: that room would be charged to the memory budget and held until the flush.
+fn fitted(array: StringArray) -> StringArray {
+    let text = array.values();
+    if text.capacity() - text.len() <= text.len() / 8 {
+        return array;
+    }
+    let (offsets, text, nulls) = array.clone().into_parts();
+    StringArray::try_new(offsets, Buffer::from_slice_ref(text.as_slice()), nulls).unwrap_or(array)
 }
 
 /// An integer or date column. An integer as serde_json reads it, exactly, when it fits the type;
@@ -545,6 +557,7 @@ impl Build for Timestamps {
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::AsArray;
     use proptest::prelude::*;
 
     use super::*;
@@ -686,6 +699,24 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    /// Text longer than the builders first reserve is kept in a buffer of its own length, not
+    /// in the room a growing builder leaves.
+    #[test]
+    fn long_text_is_kept_without_room_to_spare() {
+        let long = "x".repeat(100);
+        let body: Vec<String> = (0..50)
+            .map(|i| format!(r#"{{"id": {i}, "s": "{long}"}}"#))
+            .collect();
+        let batch = read_once(&schema(), &body.join("\n"), JsonDialect::Ndjson).unwrap();
+        let text = batch
+            .column_by_name("s")
+            .unwrap()
+            .as_string::<i32>()
+            .values();
+        assert_eq!(text.len(), 5000);
+        assert!(text.capacity() <= 5000 + 64, "{}", text.capacity());
     }
 
     /// A table with a column that is not plain is read the long way only.
