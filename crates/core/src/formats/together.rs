@@ -134,8 +134,13 @@ fn plain_together(schema: &TableSchema, bodies: &[&[u8]]) -> Option<Together> {
     if texts.is_empty() {
         return None;
     }
-    let batch =
-        json::direct::decode_rows(schema.arrow(), dialect, texts.iter().copied(), texts.len())?;
+    let batch = json::direct::decode_rows(
+        schema.arrow(),
+        dialect,
+        false,
+        texts.iter().copied(),
+        texts.len(),
+    )?;
     let mut offset = 0;
     let bodies = bodies
         .iter()

@@ -501,7 +501,7 @@ impl<'de> Visitor<'de> for IsNumber {
 
 /// Any value, skipped. It descends through `deserialize_any`, so serde_json counts the nesting
 /// and stops at its limit (`IgnoredAny` skips without counting).
-struct Skip;
+pub(super) struct Skip;
 
 impl<'de> DeserializeSeed<'de> for Skip {
     type Value = ();

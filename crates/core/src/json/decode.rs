@@ -50,7 +50,7 @@ pub(crate) fn decode_ndjson_ways(
     };
     let rows = frame::rows(body, options.dialect)?;
     if let Some(batch) = plain
-        .then(|| decode_plain(&rows, options, &target))
+        .then(|| decode_plain(schema, &rows, options, &target))
         .flatten()
     {
         return Ok(batch);
@@ -58,22 +58,24 @@ pub(crate) fn decode_ndjson_ways(
     decode_checked(schema, body, &rows, options, target)
 }
 
-/// The rows read once, straight into Arrow, when the insert lists no columns and keeps no unknown
-/// key: `None` when a column is not plain or a row must go the long way.
+/// The rows read once, straight into Arrow, with the columns the insert left out null: `None`
+/// when a column is not plain or a row must go the long way.
 fn decode_plain(
+    schema: &TableSchema,
     rows: &[frame::Row<'_>],
     options: &DecodeOptions,
     target: &SchemaRef,
 ) -> Option<RecordBatch> {
-    if rows.is_empty() || options.columns.is_some() || options.skip_unknown_fields {
+    if rows.is_empty() {
         return None;
     }
-    direct::decode_rows(
-        target,
-        options.dialect,
-        rows.iter().map(|r| r.text),
-        rows.len(),
-    )
+    let texts = rows.iter().map(|r| r.text);
+    let skip_unknown = options.skip_unknown_fields;
+    let batch = direct::decode_rows(target, options.dialect, skip_unknown, texts, rows.len())?;
+    match options.columns {
+        Some(_) => widen(schema, batch).ok(),
+        None => Some(batch),
+    }
 }
 
 /// [`decode_ndjson`] the long way: the strict check, then arrow-json.

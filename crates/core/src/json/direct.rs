@@ -32,7 +32,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::JsonDialect;
-use super::check::Key;
+use super::check::{Key, Skip};
 use crate::schema::ColumnType;
 
 /// String bytes first reserved per row for each text column; the builder grows past it.
@@ -48,6 +48,9 @@ pub(crate) struct Plan {
     /// Whether a number for a timestamp is in the column's unit. On the ClickHouse door it is
     /// Unix seconds, which the long way rewrites.
     numeric_timestamps: bool,
+    /// Whether a key that is no column is skipped (ClickHouse's
+    /// `input_format_skip_unknown_fields=1`), as arrow-json skips it, rather than refused.
+    skip_unknown: bool,
 }
 
 /// A plain column: its kind and whether it takes a null.
@@ -78,7 +81,11 @@ enum Kind {
 impl Plan {
     /// The plan for `schema` under `dialect`: `None` when a column is not plain, or the dialect
     /// is one that only a replay reads.
-    pub(crate) fn new(schema: &SchemaRef, dialect: JsonDialect) -> Option<Self> {
+    pub(crate) fn new(
+        schema: &SchemaRef,
+        dialect: JsonDialect,
+        skip_unknown: bool,
+    ) -> Option<Self> {
         let (quoted_numbers, numeric_timestamps) = match dialect {
             JsonDialect::Ndjson => (false, true),
             JsonDialect::ClickHouse => (true, false),
@@ -94,6 +101,7 @@ impl Plan {
             columns,
             quoted_numbers,
             numeric_timestamps,
+            skip_unknown,
         })
     }
 
@@ -164,15 +172,17 @@ fn plain(field: &Field) -> Option<Plain> {
     })
 }
 
-/// The `rows` row texts built into one batch of `schema` under `dialect`, or `None` when a column
-/// is not plain or any row must go the long way.
+/// The `rows` row texts built into one batch of `schema` under `dialect`, skipping keys that are
+/// no column when `skip_unknown` says so: `None` when a column is not plain or any row must go
+/// the long way.
 pub(crate) fn decode_rows<'a>(
     schema: &SchemaRef,
     dialect: JsonDialect,
+    skip_unknown: bool,
     texts: impl IntoIterator<Item = &'a [u8]>,
     rows: usize,
 ) -> Option<RecordBatch> {
-    let plan = Plan::new(schema, dialect)?;
+    let plan = Plan::new(schema, dialect, skip_unknown)?;
     decode(&plan, texts, rows).filter(|batch| batch.num_rows() == rows)
 }
 
@@ -234,8 +244,16 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
         let schema = &self.plan.schema;
         let mut likely = 0;
         while let Some(column) = map.next_key_seed(Key { schema, likely })? {
-            // An unknown key: arrow-json refuses it.
-            let i = column.ok_or_else(|| de::Error::custom(LONG_WAY))?;
+            let Some(i) = column else {
+                if !self.plan.skip_unknown {
+                    // arrow-json refuses a key that is no column.
+                    return Err(de::Error::custom(LONG_WAY));
+                }
+                // Skipped as the check skips it, so what the check refuses inside it goes the
+                // long way to be refused there.
+                map.next_value_seed(Skip)?;
+                continue;
+            };
             likely = i + 1;
             let builder = &mut *self.builders[i];
             // A key given twice: the check refuses it.
@@ -597,12 +615,8 @@ mod tests {
     /// The body read once, or `None` when it goes the long way.
     fn read_once(schema: &TableSchema, body: &str, dialect: JsonDialect) -> Option<RecordBatch> {
         let rows = frame::rows(body.as_bytes(), dialect).ok()?;
-        decode_rows(
-            schema.arrow(),
-            dialect,
-            rows.iter().map(|r| r.text),
-            rows.len(),
-        )
+        let texts = rows.iter().map(|r| r.text);
+        decode_rows(schema.arrow(), dialect, false, texts, rows.len())
     }
 
     const TAKEN: &[&str] = &[
@@ -701,6 +715,27 @@ mod tests {
         }
     }
 
+    /// An insert that lists its columns, or skips unknown keys, is read once too.
+    #[test]
+    fn listed_columns_and_skipped_keys_are_read_once() {
+        let schema = schema();
+        let body = r#"{"id": 1, "s": "a", "nope": {"deep": [1, 2]}, "also": "x"}"#;
+        let options = DecodeOptions {
+            skip_unknown_fields: true,
+            columns: Some(vec!["id".to_owned(), "s".to_owned()]),
+            ..options(JsonDialect::ClickHouse)
+        };
+        let rows = frame::rows(body.as_bytes(), options.dialect).unwrap();
+        let target = Arc::new(arrow::datatypes::Schema::new(vec![
+            schema.arrow().field(0).clone(),
+            schema.arrow().field_with_name("s").unwrap().clone(),
+        ]));
+        let texts = rows.iter().map(|r| r.text);
+        assert!(decode_rows(&target, options.dialect, true, texts, 1).is_some());
+        let long = decode_ndjson_ways(&schema, body.as_bytes(), &options, false).unwrap();
+        assert_eq!(decode_ndjson(&schema, body.as_bytes(), &options), Ok(long));
+    }
+
     /// Text longer than the builders first reserve is kept in a buffer of its own length, not
     /// in the room a growing builder leaves.
     #[test]
@@ -727,8 +762,8 @@ mod tests {
             Column::new("u", ColumnType::Uuid),
         ])
         .unwrap();
-        assert!(Plan::new(schema.arrow(), JsonDialect::Ndjson).is_none());
-        assert!(Plan::new(self::schema().arrow(), JsonDialect::Lenient).is_none());
+        assert!(Plan::new(schema.arrow(), JsonDialect::Ndjson, false).is_none());
+        assert!(Plan::new(self::schema().arrow(), JsonDialect::Lenient, false).is_none());
     }
 
     /// Each key with values its column takes, and one that is no column.
@@ -792,6 +827,9 @@ mod tests {
         ),
         ("nope", &["1"]),
     ];
+
+    /// Columns an insert may list; the table's others are left out of every row.
+    const LISTABLE: &[&str] = &["id", "id", "id", "ok", "i8", "f64", "s", "ts"];
 
     /// Values of every kind, most of which some column does not take.
     const VALUES: &[&str] = &[
@@ -873,15 +911,23 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
         /// Any body decodes, or is refused, exactly as the long way decodes or refuses it.
         #[test]
         fn any_body_decodes_as_the_long_way_decodes_it(
             rows in prop::collection::vec(row(), 1..4),
             clickhouse in any::<bool>(),
+            skip_unknown in any::<bool>(),
+            listed in prop::option::of(prop::sample::subsequence(LISTABLE, 1..LISTABLE.len())),
         ) {
             let schema = schema();
             let dialect = if clickhouse { JsonDialect::ClickHouse } else { JsonDialect::Ndjson };
-            let options = options(dialect);
+            let options = DecodeOptions {
+                skip_unknown_fields: skip_unknown,
+                columns: listed.map(|names| names.into_iter().map(str::to_owned).collect()),
+                ..options(dialect)
+            };
             let body = rows.join("\n");
             prop_assert_eq!(
                 decode_ndjson(&schema, body.as_bytes(), &options),
