@@ -736,6 +736,32 @@ mod tests {
         assert_eq!(decode_ndjson(&schema, body.as_bytes(), &options), Ok(long));
     }
 
+    /// A key that names no column is refused, or skipped, as the strict pass does it.
+    #[test]
+    fn keys_that_name_no_column_are_judged_as_the_check_judges_them() {
+        let schema = schema();
+        let bodies: [&[u8]; 4] = [
+            b"{\"id\": 1, \"n\xffpe\": 2}",
+            b"{\"id\": 1, \"n\tope\": 2}",
+            b"{\"id\": 1, \"n\\tope\": 2}",
+            b"{\"id\": 1, \"n\\u00e9\": 2}",
+        ];
+        for skip_unknown_fields in [false, true] {
+            let options = DecodeOptions {
+                skip_unknown_fields,
+                ..options(JsonDialect::Ndjson)
+            };
+            for body in bodies {
+                assert_eq!(
+                    decode_ndjson(&schema, body, &options),
+                    decode_ndjson_ways(&schema, body, &options, false),
+                    "{}",
+                    String::from_utf8_lossy(body)
+                );
+            }
+        }
+    }
+
     /// Text longer than the builders first reserve is kept in a buffer of its own length, not
     /// in the room a growing builder leaves.
     #[test]
@@ -826,6 +852,9 @@ mod tests {
             ],
         ),
         ("nope", &["1"]),
+        ("\\u0069d", &["1", "-2"]),
+        ("n\\tope", &["1"]),
+        ("n\tope", &["1"]),
     ];
 
     /// Columns an insert may list; the table's others are left out of every row.
