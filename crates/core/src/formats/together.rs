@@ -59,8 +59,10 @@ impl Joint {
 }
 
 /// What [`decode`] gives each of `bodies`, sluice's NDJSON with [`DecodeOptions::default`], with
-/// the bodies that allow it decoded together: arrow-json builds one set of arrays for all of
-/// them, and each such body's rows are a range of it. Rows, values and errors are those of each
+/// the bodies that allow it decoded together: one set of arrays is built for all of them, and
+/// each such body's rows are a range of it. For a table of plain columns whose rows the direct
+/// pass is sure of, every body is read once into those arrays; otherwise arrow-json builds them
+/// from the bodies the strict check passed. Rows, values and errors are those of each
 /// body decoded alone: a body that the strict check refuses gets the check's error; one that
 /// needs its rows rewritten or built apart is decoded alone; when decoding together fails, each
 /// body is decoded alone, so a bad row is named in its own body's error and every other body
@@ -173,6 +175,32 @@ mod tests {
 
     fn decoded_alone(body: &[u8]) -> Result<RecordBatch, DecodeError> {
         decode(&schema(), body, &DecodeOptions::default())
+    }
+
+    /// Good bodies of a table of plain columns are read once into one set of arrays, and each
+    /// body's rows there are the rows the long way gives it alone; an empty body gets none.
+    #[test]
+    fn plain_bodies_share_arrays_read_once() {
+        let bodies = [
+            "{\"id\": 1, \"name\": \"a\"}\n{\"id\": 2}",
+            "",
+            "{\"name\": null, \"id\": 3}",
+        ];
+        let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+        assert!(
+            plain_together(&schema(), &refs).is_some(),
+            "went the long way"
+        );
+        let Together::Joint(joint, rows) = decode_together(&schema(), &refs) else {
+            panic!("the bodies were not decoded together");
+        };
+        for (body, rows) in bodies.iter().zip(rows) {
+            let (batch, _) = joint.batch_of(rows.unwrap());
+            let options = DecodeOptions::default();
+            let long =
+                json::decode::decode_ndjson_ways(&schema(), body.as_bytes(), &options, false);
+            assert_eq!(Ok(batch), long, "{body}");
+        }
     }
 
     /// Each body of a set decodes to the rows, or the error, it gets alone; the good ones share

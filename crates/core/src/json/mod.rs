@@ -13,11 +13,12 @@
 //! - `rewrite`: rows rewritten for ClickHouse's rules arrow-json does not know: a timestamp
 //!   sent as a number is Unix seconds on the ClickHouse door, and with
 //!   `input_format_null_as_default=1` a null for a column that is not nullable is its default.
-//! - [`decode`]: the checked rows through arrow-json into the table's schema; when that fails,
-//!   a row-by-row search for the first bad row, so good inserts pay nothing for good messages.
 //! - `kept`: arrow-json decoders kept per thread between small bodies of one schema.
 //! - `direct`: rows of tables whose columns are all plain read once by serde_json, straight
-//!   into Arrow builders, when they hold nothing the two passes above would treat apart.
+//!   into Arrow builders, when they hold nothing that `check` and arrow-json would treat apart.
+//! - [`decode`]: `direct` first; else the checked rows through arrow-json into the table's
+//!   schema, and when that fails, a row-by-row search for the first bad row, so good inserts pay
+//!   nothing for good messages.
 //! - [`shape`]: the type of a new column whose values are arrays or objects.
 //! - [`infer`]: a new table's schema from its first insert.
 //!
