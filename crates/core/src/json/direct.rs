@@ -12,7 +12,9 @@
 //! error that names the line and the column, or takes it. So this pass never decides what is
 //! refused: it only builds sooner what would be taken.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::rc::Rc;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -182,8 +184,52 @@ pub(crate) fn decode_rows<'a>(
     texts: impl IntoIterator<Item = &'a [u8]>,
     rows: usize,
 ) -> Option<RecordBatch> {
-    let plan = Plan::new(schema, dialect, skip_unknown)?;
+    let plan = kept_plan(schema, dialect, skip_unknown)?;
     decode(&plan, texts, rows).filter(|batch| batch.num_rows() == rows)
+}
+
+/// Plans kept per thread: about one per table and door that bodies arrive for, the least recently
+/// used dropped first.
+const KEPT_PLANS: usize = 16;
+
+/// A plan kept for a schema, or `None` kept for a schema that has none.
+struct KeptPlan {
+    schema: SchemaRef,
+    dialect: JsonDialect,
+    skip_unknown: bool,
+    plan: Option<Rc<Plan>>,
+}
+
+thread_local! {
+    static KEPT: RefCell<Vec<KeptPlan>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The plan for `schema`, this thread's kept one when it has one: working one out looks up each
+/// column's type and time zone, which for a one-row body costs a good part of reading it. A
+/// schema is matched by pointer, as the kept arrow-json decoders are: a table's schema is one
+/// `Arc` for as long as the table keeps its layout.
+fn kept_plan(schema: &SchemaRef, dialect: JsonDialect, skip_unknown: bool) -> Option<Rc<Plan>> {
+    KEPT.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        let found = kept.iter().position(|k| {
+            Arc::ptr_eq(&k.schema, schema) && k.dialect == dialect && k.skip_unknown == skip_unknown
+        });
+        let entry = match found {
+            Some(i) => kept.remove(i),
+            None => KeptPlan {
+                schema: schema.clone(),
+                dialect,
+                skip_unknown,
+                plan: Plan::new(schema, dialect, skip_unknown).map(Rc::new),
+            },
+        };
+        let plan = entry.plan.clone();
+        if kept.len() >= KEPT_PLANS {
+            kept.remove(0);
+        }
+        kept.push(entry);
+        plan
+    })
 }
 
 /// `texts` built into one batch of the plan's schema, or `None` when any of them must go the long
@@ -431,11 +477,16 @@ impl Build for StringBuilder {
     }
 }
 
+/// Room in a column's text buffer that is always left: copying a small array's text costs more
+/// than the room it would free.
+const ROOM_LEFT: usize = 1024;
+
 /// `array` with its text in a buffer of the text's length, when the builder grew it with much
 /// room to spare: that room would be charged to the memory budget and held until the flush.
 fn fitted(array: StringArray) -> StringArray {
     let text = array.values();
-    if text.capacity() - text.len() <= text.len() / 8 {
+    let room = text.capacity() - text.len();
+    if room <= ROOM_LEFT || room <= text.len() / 8 {
         return array;
     }
     let (offsets, text, nulls) = array.clone().into_parts();
@@ -778,6 +829,29 @@ mod tests {
             .values();
         assert_eq!(text.len(), 5000);
         assert!(text.capacity() <= 5000 + 64, "{}", text.capacity());
+    }
+
+    /// A thread keeps the plan it worked out for a schema, a dialect and a skip option, and
+    /// keeps that a schema has none.
+    #[test]
+    fn plans_are_kept_by_schema_dialect_and_skip_option() {
+        let schema = schema();
+        let first = kept_plan(schema.arrow(), JsonDialect::Ndjson, false).unwrap();
+        let again = kept_plan(schema.arrow(), JsonDialect::Ndjson, false).unwrap();
+        assert!(Rc::ptr_eq(&first, &again));
+        let door = kept_plan(schema.arrow(), JsonDialect::ClickHouse, false).unwrap();
+        let skipping = kept_plan(schema.arrow(), JsonDialect::Ndjson, true).unwrap();
+        assert!(!Rc::ptr_eq(&first, &door) && !Rc::ptr_eq(&first, &skipping));
+        assert!(door.quoted_numbers && skipping.skip_unknown);
+        let same_columns = TableSchema::new(schema.columns().to_vec()).unwrap();
+        let other = kept_plan(same_columns.arrow(), JsonDialect::Ndjson, false).unwrap();
+        assert!(
+            !Rc::ptr_eq(&first, &other),
+            "a schema is matched by pointer"
+        );
+        let not_plain = TableSchema::new(vec![Column::new("u", ColumnType::Uuid)]).unwrap();
+        assert!(kept_plan(not_plain.arrow(), JsonDialect::Ndjson, false).is_none());
+        assert!(kept_plan(not_plain.arrow(), JsonDialect::Ndjson, false).is_none());
     }
 
     /// A table with a column that is not plain is read the long way only.
