@@ -27,7 +27,8 @@ use arrow::buffer::Buffer;
 use arrow::compute::kernels::cast_utils::{Parser, string_to_datetime};
 use arrow::datatypes::{
     DataType, Date32Type, Field, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
-    Int64Type, SchemaRef, TimestampMicrosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+    Int64Type, SchemaRef, TimeUnit, TimestampMicrosecondType, UInt8Type, UInt16Type, UInt32Type,
+    UInt64Type,
 };
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
@@ -160,8 +161,9 @@ fn plain(field: &Field) -> Option<Plain> {
         ColumnType::Float64 => Kind::Float64,
         ColumnType::String => Kind::Utf8,
         ColumnType::Date => Kind::Date32,
+        // Built in microseconds, the unit sluice's timestamps have.
         ColumnType::Timestamp => match field.data_type() {
-            data_type @ DataType::Timestamp(_, Some(tz)) => {
+            data_type @ DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) => {
                 Kind::Timestamp(tz.parse().ok()?, data_type.clone())
             }
             _ => return None,
@@ -405,7 +407,7 @@ impl<'de> Visitor<'de> for Cell<'_> {
 }
 
 /// The value `raw` holds, for a column that reads number literals itself: `None` for an array,
-/// an object, or a string that does not unescape to text.
+/// an object, or a string with an escape, which goes the long way.
 fn literal_token(raw: &str) -> Option<Token<'_>> {
     match raw.as_bytes().first()? {
         b'n' => Some(Token::Null),
