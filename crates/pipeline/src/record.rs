@@ -161,11 +161,12 @@ fn encode_body_head(table: &str, key: Option<LoggedKey<'_>>, options: &DecodeOpt
     out
 }
 
-/// Encodes several bodies of sluice's NDJSON with default options and no key as one record:
-/// their lines one after another, each body ending in a newline, so the record decodes to their
-/// rows in order.
-pub(crate) fn encode_ndjson_bodies<'a>(
+/// Encodes several bodies of JSON rows read with `options`, and no key, as one record: their
+/// rows one after another, each body ending in a newline, so the record decodes to their rows in
+/// order. Only for bodies that [`may_join`](sluice_core::formats::may_join) others.
+pub(crate) fn encode_bodies<'a>(
     table: &str,
+    options: &DecodeOptions,
     bodies: impl Iterator<Item = &'a [u8]>,
 ) -> Encoded<'a> {
     let mut pieces = Vec::new();
@@ -176,7 +177,7 @@ pub(crate) fn encode_ndjson_bodies<'a>(
         }
     }
     Encoded {
-        head: encode_body_head(table, None, &DecodeOptions::default()),
+        head: encode_body_head(table, None, options),
         bodies: pieces,
     }
 }

@@ -43,7 +43,7 @@ mod wire;
 
 use arrow::array::RecordBatch;
 pub use native::native_block_len;
-pub use together::{BodyRows, Joint, Together, decode_together};
+pub use together::{BodyRows, Joint, Together, decode_together, may_join};
 
 use crate::error::DecodeError;
 use crate::json;

@@ -1,4 +1,4 @@
-//! Small bodies of sluice's NDJSON decoded in one pass, each answered as if decoded alone.
+//! Small bodies of JSON rows decoded in one pass, each answered as if decoded alone.
 
 use std::ops::Range;
 
@@ -7,7 +7,7 @@ use arrow::array::RecordBatch;
 use super::decode;
 use crate::error::DecodeError;
 use crate::json;
-use crate::options::DecodeOptions;
+use crate::options::{DecodeOptions, InputFormat};
 use crate::schema::TableSchema;
 
 /// What [`decode_together`] gives a set of bodies.
@@ -58,20 +58,32 @@ impl Joint {
     }
 }
 
-/// What [`decode`] gives each of `bodies`, sluice's NDJSON with [`DecodeOptions::default`], with
-/// the bodies that allow it decoded together: one set of arrays is built for all of them, and
-/// each such body's rows are a range of it. For a table of plain columns whose rows the direct
-/// pass is sure of, every body is read once into those arrays; otherwise arrow-json builds them
-/// from the bodies the strict check passed. Rows, values and errors are those of each
-/// body decoded alone: a body that the strict check refuses gets the check's error; one that
-/// needs its rows rewritten or built apart is decoded alone; when decoding together fails, each
-/// body is decoded alone, so a bad row is named in its own body's error and every other body
-/// lands.
-pub fn decode_together(schema: &TableSchema, bodies: &[&[u8]]) -> Together {
-    if let Some(together) = plain_together(schema, bodies) {
+/// What [`decode`] gives each of `bodies`, JSON rows read with `options`, with the bodies that
+/// allow it decoded together: one set of arrays is built for all of them, and each such body's
+/// rows are a range of it. For a table of plain columns whose rows the direct pass is sure of,
+/// every body is read once into those arrays. Otherwise, for sluice's NDJSON with
+/// [`DecodeOptions::default`], arrow-json builds them from the bodies the strict check passed;
+/// under any other options each body is decoded alone. Rows, values and errors are those of
+/// each body decoded alone: a body that the strict check refuses gets the check's error; one
+/// that needs its rows rewritten or built apart is decoded alone; when decoding together fails,
+/// each body is decoded alone, so a bad row is named in its own body's error and every other
+/// body lands.
+pub fn decode_together(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Together {
+    if let Some(together) = plain_together(schema, bodies, options) {
         return together;
     }
-    let alone = |body: &[u8]| decode_alone(schema, body);
+    if *options != DecodeOptions::default() {
+        let apart = bodies
+            .iter()
+            .map(|body| decode_alone(schema, body, options))
+            .collect();
+        return Together::Apart(apart);
+    }
+    let alone = |body: &[u8]| decode_alone(schema, body, options);
     let plan = json::decode::Joinable::new(schema);
     let planned: Vec<Result<Option<usize>, DecodeError>> =
         bodies.iter().map(|body| plan.rows(body)).collect();
@@ -114,42 +126,64 @@ pub fn decode_together(schema: &TableSchema, bodies: &[&[u8]]) -> Together {
     Together::Joint(Joint { batch, bytes }, bodies)
 }
 
+/// Whether `body`, read with `options`, may be decoded and logged with other bodies: JSON rows
+/// that frame as the same rows when bodies follow one another, each ending in a newline. Under
+/// ClickHouse's framing a body inside `[` `]`, or one that opens with a byte order mark, would
+/// not, so it goes alone.
+pub fn may_join(body: &[u8], options: &DecodeOptions) -> bool {
+    if options.format != InputFormat::JsonEachRow {
+        return false;
+    }
+    if options.dialect.is_line_framed() {
+        return true;
+    }
+    let json_space = |byte: &&u8| matches!(byte, b' ' | b'\t' | b'\n' | b'\r');
+    body.iter()
+        .find(|byte| !json_space(byte))
+        .is_none_or(|&byte| byte == b'{')
+}
+
 /// A body decoded alone, with the Arrow memory its rows take.
-fn decode_alone(schema: &TableSchema, body: &[u8]) -> Result<(RecordBatch, u64), DecodeError> {
-    decode(schema, body, &DecodeOptions::default()).map(|batch| {
+fn decode_alone(
+    schema: &TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+) -> Result<(RecordBatch, u64), DecodeError> {
+    decode(schema, body, options).map(|batch| {
         let bytes = batch.get_array_memory_size() as u64;
         (batch, bytes)
     })
 }
 
-/// The bodies read once, straight into one set of arrays, when the table's columns are all plain
-/// and every row is one that pass is sure of; `None` sends them all the long way.
-fn plain_together(schema: &TableSchema, bodies: &[&[u8]]) -> Option<Together> {
-    let dialect = DecodeOptions::default().dialect;
+/// The bodies read once, straight into one set of arrays, when they are JSON rows, the table's
+/// columns are all plain and every row is one that pass is sure of; `None` sends them all the
+/// long way.
+fn plain_together(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<Together> {
+    if options.format != InputFormat::JsonEachRow {
+        return None;
+    }
+    let target = json::decode::target_schema(schema, options).ok()?;
     let mut texts = Vec::new();
     let mut counts = Vec::with_capacity(bodies.len());
     for body in bodies {
-        let rows = json::frame::rows(body, dialect).ok()?;
+        let rows = json::frame::rows(body, options.dialect).ok()?;
         counts.push(rows.len());
         texts.extend(rows.iter().map(|row| row.text));
     }
-    if texts.is_empty() {
-        return None;
-    }
-    let batch = json::direct::decode_rows(
-        schema.arrow(),
-        dialect,
-        false,
-        texts.iter().copied(),
-        texts.len(),
-    )?;
+    let batch =
+        json::decode::decode_plain(schema, texts.iter().copied(), texts.len(), options, &target)?;
     let mut offset = 0;
     let bodies = bodies
         .iter()
         .zip(counts)
         .map(|(body, rows)| match rows {
             // An empty body is answered as it is alone: a batch of no rows.
-            0 => decode_alone(schema, body).map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
+            0 => decode_alone(schema, body, options)
+                .map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
             n => {
                 offset += n;
                 Ok(BodyRows::Joint(offset - n..offset))
@@ -188,10 +222,12 @@ mod tests {
         ];
         let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
         assert!(
-            plain_together(&schema(), &refs).is_some(),
+            plain_together(&schema(), &refs, &DecodeOptions::default()).is_some(),
             "went the long way"
         );
-        let Together::Joint(joint, rows) = decode_together(&schema(), &refs) else {
+        let Together::Joint(joint, rows) =
+            decode_together(&schema(), &refs, &DecodeOptions::default())
+        else {
             panic!("the bodies were not decoded together");
         };
         for (body, rows) in bodies.iter().zip(rows) {
@@ -218,7 +254,9 @@ mod tests {
             })
             .collect();
         let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
-        let Together::Joint(joint, rows) = decode_together(&schema(), &refs) else {
+        let Together::Joint(joint, rows) =
+            decode_together(&schema(), &refs, &DecodeOptions::default())
+        else {
             panic!("the good bodies were not decoded together");
         };
         let ranges: Vec<Option<Range<usize>>> = rows
@@ -246,5 +284,87 @@ mod tests {
             }
         }
         assert!(shares > 0 && shares <= whole, "{shares} of {whole}");
+    }
+
+    fn clickhouse() -> DecodeOptions {
+        DecodeOptions {
+            dialect: crate::options::JsonDialect::ClickHouse,
+            ..DecodeOptions::default()
+        }
+    }
+
+    /// ClickHouse's `JSONEachRow` bodies under its settings (a column list, unknown keys
+    /// skipped) are read once together, and each body gets the rows, or the error, it gets alone.
+    #[test]
+    fn clickhouse_bodies_decode_together_as_they_do_alone() {
+        let listed = DecodeOptions {
+            columns: Some(vec!["id".to_owned()]),
+            ..clickhouse()
+        };
+        let skipping = DecodeOptions {
+            skip_unknown_fields: true,
+            ..clickhouse()
+        };
+        let cases = [
+            (
+                clickhouse(),
+                [
+                    "{\"id\": \"1\"},{\"id\": 2, \"name\": \"b\"}",
+                    "{\"id\":3}{\"id\":4}",
+                ],
+            ),
+            (listed, ["{\"id\": 5}", "[{\"id\": 6}]"]),
+            (
+                skipping,
+                ["{\"id\": 7, \"x\": [1]}", "{\"id\": 8, \"name\": 9}"],
+            ),
+        ];
+        for (options, bodies) in cases {
+            let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+            let together = decode_together(&schema(), &refs, &options);
+            let answers: Vec<Result<RecordBatch, DecodeError>> = match together {
+                Together::Joint(joint, rows) => rows
+                    .into_iter()
+                    .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
+                    .collect(),
+                Together::Apart(batches) => batches
+                    .into_iter()
+                    .map(|decoded| decoded.map(|(batch, _)| batch))
+                    .collect(),
+            };
+            for (body, answer) in bodies.iter().zip(answers) {
+                assert_eq!(
+                    answer,
+                    decode(&schema(), body.as_bytes(), &options),
+                    "{body}"
+                );
+            }
+        }
+        let refs: Vec<&[u8]> = vec![b"{\"id\": 1}", b"{\"id\": \"2\"}"];
+        assert!(
+            matches!(
+                decode_together(&schema(), &refs, &clickhouse()),
+                Together::Joint(..)
+            ),
+            "plain ClickHouse bodies were not read together"
+        );
+    }
+
+    /// A body joins others when its rows frame the same with bodies logged after it: any body of
+    /// lines, and under ClickHouse's framing one that opens with an object.
+    #[test]
+    fn bodies_join_others_when_they_frame_the_same_logged_together() {
+        let ndjson = DecodeOptions::default();
+        assert!(may_join(b"[{\"id\": 1}]", &ndjson));
+        assert!(may_join(b"", &ndjson));
+        assert!(may_join(b" \n\t{\"id\": 1},", &clickhouse()));
+        assert!(may_join(b"", &clickhouse()));
+        assert!(!may_join(b" [{\"id\": 1}]", &clickhouse()));
+        assert!(!may_join(b"\xEF\xBB\xBF{\"id\": 1}", &clickhouse()));
+        let csv = DecodeOptions {
+            format: InputFormat::Csv(crate::options::Header::None),
+            ..DecodeOptions::default()
+        };
+        assert!(!may_join(b"1,a", &csv));
     }
 }

@@ -44,13 +44,11 @@ pub(crate) fn decode_ndjson_ways(
     options: &DecodeOptions,
     plain: bool,
 ) -> Result<RecordBatch, DecodeError> {
-    let target = match &options.columns {
-        None => schema.arrow().clone(),
-        Some(listed) => projected_schema(schema, listed)?,
-    };
+    let target = target_schema(schema, options)?;
     let rows = frame::rows(body, options.dialect)?;
+    let texts = rows.iter().map(|r| r.text);
     if let Some(batch) = plain
-        .then(|| decode_plain(schema, &rows, options, &target))
+        .then(|| decode_plain(schema, texts, rows.len(), options, &target))
         .flatten()
     {
         return Ok(batch);
@@ -58,20 +56,32 @@ pub(crate) fn decode_ndjson_ways(
     decode_checked(schema, body, &rows, options, target)
 }
 
-/// The rows read once, straight into Arrow, with the columns the insert left out null: `None`
-/// when a column is not plain or a row must go the long way.
-fn decode_plain(
+/// The columns an insert's rows are read into: the table's, or those its column list names.
+pub(crate) fn target_schema(
     schema: &TableSchema,
-    rows: &[frame::Row<'_>],
+    options: &DecodeOptions,
+) -> Result<SchemaRef, DecodeError> {
+    match &options.columns {
+        None => Ok(schema.arrow().clone()),
+        Some(listed) => projected_schema(schema, listed),
+    }
+}
+
+/// The `rows` row texts read once, straight into Arrow columns of `target`, with the columns
+/// the insert left out null: `None` when there are none, a column is not plain or a row must go
+/// the long way.
+pub(crate) fn decode_plain<'a>(
+    schema: &TableSchema,
+    texts: impl IntoIterator<Item = &'a [u8]>,
+    rows: usize,
     options: &DecodeOptions,
     target: &SchemaRef,
 ) -> Option<RecordBatch> {
-    if rows.is_empty() {
+    if rows == 0 {
         return None;
     }
-    let texts = rows.iter().map(|r| r.text);
     let skip_unknown = options.skip_unknown_fields;
-    let batch = direct::decode_rows(target, options.dialect, skip_unknown, texts, rows.len())?;
+    let batch = direct::decode_rows(target, options.dialect, skip_unknown, texts, rows)?;
     match options.columns {
         Some(_) => widen(schema, batch).ok(),
         None => Some(batch),

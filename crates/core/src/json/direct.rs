@@ -208,14 +208,20 @@ thread_local! {
 
 /// The plan for `schema`, this thread's kept one when it has one: working one out looks up each
 /// column's type and time zone, which for a one-row body costs a good part of reading it. A
-/// schema is matched by pointer, as the kept arrow-json decoders are: a table's schema is one
-/// `Arc` for as long as the table keeps its layout.
+/// schema is matched by pointer first, as the kept arrow-json decoders are: a table's schema is
+/// one `Arc` for as long as the table keeps its layout. Then by its fields, since the schema of
+/// an insert's column list is made for that insert.
 fn kept_plan(schema: &SchemaRef, dialect: JsonDialect, skip_unknown: bool) -> Option<Rc<Plan>> {
     KEPT.with(|kept| {
         let mut kept = kept.borrow_mut();
-        let found = kept.iter().position(|k| {
-            Arc::ptr_eq(&k.schema, schema) && k.dialect == dialect && k.skip_unknown == skip_unknown
-        });
+        let reads_alike = |k: &KeptPlan| k.dialect == dialect && k.skip_unknown == skip_unknown;
+        let found = kept
+            .iter()
+            .position(|k| reads_alike(k) && Arc::ptr_eq(&k.schema, schema))
+            .or_else(|| {
+                kept.iter()
+                    .position(|k| reads_alike(k) && k.schema == *schema)
+            });
         let entry = match found {
             Some(i) => kept.remove(i),
             None => KeptPlan {
@@ -833,8 +839,8 @@ mod tests {
         assert!(text.capacity() <= 5000 + 64, "{}", text.capacity());
     }
 
-    /// A thread keeps the plan it worked out for a schema, a dialect and a skip option, and
-    /// keeps that a schema has none.
+    /// A thread keeps the plan it worked out for a schema's fields, a dialect and a skip option,
+    /// and keeps that a schema has none.
     #[test]
     fn plans_are_kept_by_schema_dialect_and_skip_option() {
         let schema = schema();
@@ -846,11 +852,14 @@ mod tests {
         assert!(!Rc::ptr_eq(&first, &door) && !Rc::ptr_eq(&first, &skipping));
         assert!(door.quoted_numbers && skipping.skip_unknown);
         let same_columns = TableSchema::new(schema.columns().to_vec()).unwrap();
-        let other = kept_plan(same_columns.arrow(), JsonDialect::Ndjson, false).unwrap();
+        let alike = kept_plan(same_columns.arrow(), JsonDialect::Ndjson, false).unwrap();
         assert!(
-            !Rc::ptr_eq(&first, &other),
-            "a schema is matched by pointer"
+            Rc::ptr_eq(&first, &alike),
+            "a schema with the same fields is a new plan"
         );
+        let fewer = TableSchema::new(schema.columns()[1..].to_vec()).unwrap();
+        let other = kept_plan(fewer.arrow(), JsonDialect::Ndjson, false).unwrap();
+        assert!(!Rc::ptr_eq(&first, &other));
         let not_plain = TableSchema::new(vec![Column::new("u", ColumnType::Uuid)]).unwrap();
         assert!(kept_plan(not_plain.arrow(), JsonDialect::Ndjson, false).is_none());
         assert!(kept_plan(not_plain.arrow(), JsonDialect::Ndjson, false).is_none());

@@ -1,14 +1,16 @@
-//! Small NDJSON inserts of one table taken in rounds: decoded together, and handed to the
-//! table's writer together.
+//! Small inserts of JSON rows into one table taken in rounds: decoded together, and handed to
+//! the table's writer together.
 //!
 //! A one-row insert costs more than its row: arrow-json builds one set of arrays per decode, and
 //! each insert is split by partition, charged to the memory budget, numbered, logged, handed to
 //! the writer, buffered and coalesced on its own. So the inserts that arrive for a table at
-//! about the same moment are decoded in one go ([`sluice_core::formats::decode_together`],
-//! which answers each body as if it were decoded alone, errors included), and those whose rows
-//! sit next to each other in the arrays built for all of them, with the same ack mode, are
-//! handed over as one: one partition split, one reservation, one log frame holding their bodies
-//! one after another, one message to the writer, which counts them as the inserts they are.
+//! about the same moment with the same decoding options (sluice's NDJSON, or ClickHouse's
+//! `JSONEachRow` with its settings) are decoded in one go
+//! ([`sluice_core::formats::decode_together`], which answers each body as if it were decoded
+//! alone, errors included), and those whose rows sit next to each other in the arrays built for
+//! all of them, with the same ack mode, are handed over as one: one partition split, one
+//! reservation, one log frame holding their bodies one after another, one message to the
+//! writer, which counts them as the inserts they are.
 //! Each insert then waits only for what its ack mode asks: nothing for `async`, the frame's
 //! fsync for `durable`.
 //!
@@ -32,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::RecordBatch;
 use sluice_core::formats::{BodyRows, Joint, Together};
-use sluice_core::{DecodeError, Grouped, TableDef};
+use sluice_core::{DecodeError, DecodeOptions, Grouped, TableDef};
 use sluice_wal::Completion;
 use tokio::sync::oneshot;
 
@@ -57,6 +59,7 @@ struct Queue {
 
 struct Waiting {
     def: Arc<TableDef>,
+    options: DecodeOptions,
     body: Vec<u8>,
     terms: RoundTerms,
     answer: oneshot::Sender<Answer>,
@@ -84,12 +87,13 @@ pub(super) enum Answer {
     },
 }
 
-/// Takes `body`, sluice's NDJSON with default options, into `handle`'s next round, and waits for
-/// the round's answer.
+/// Takes `body`, JSON rows read with `options` that
+/// [`may_join`](sluice_core::formats::may_join) others, into `handle`'s next round, and waits
+/// for the round's answer.
 pub(super) async fn take_in(
     pipeline: &Pipeline,
     handle: &TableHandle,
-    def: Arc<TableDef>,
+    (def, options): (Arc<TableDef>, &DecodeOptions),
     body: &[u8],
     terms: RoundTerms,
 ) -> Answer {
@@ -98,6 +102,7 @@ pub(super) async fn take_in(
         let mut queue = lock(&handle.combiner.queue);
         queue.waiting.push(Waiting {
             def,
+            options: options.clone(),
             body: body.to_vec(),
             terms,
             answer,
@@ -131,18 +136,19 @@ impl Drop for Round<'_> {
             queue.led = false;
             std::mem::take(&mut queue.waiting)
         };
-        // The bodies of one table definition are decoded together.
+        // The bodies of one table definition and one set of options are decoded together.
         while let Some(first) = waiting.first() {
-            let def = first.def.clone();
-            let (mut same, rest): (Vec<Waiting>, Vec<Waiting>) =
-                waiting.into_iter().partition(|w| Arc::ptr_eq(&w.def, &def));
+            let (def, options) = (first.def.clone(), first.options.clone());
+            let (mut same, rest): (Vec<Waiting>, Vec<Waiting>) = waiting
+                .into_iter()
+                .partition(|w| Arc::ptr_eq(&w.def, &def) && w.options == options);
             waiting = rest;
             // Inserts that may be handed over together go next to each other, so that each
             // ack mode's rows make one run. Inserts of one round arrived together: none is
             // owed an order before another.
             same.sort_by_key(|w| run_order(&w.terms));
             let bodies: Vec<&[u8]> = same.iter().map(|w| w.body.as_slice()).collect();
-            let together = sluice_core::formats::decode_together(def.schema(), &bodies);
+            let together = sluice_core::formats::decode_together(def.schema(), &bodies, &options);
             answer_round(self.pipeline, self.handle, same, together);
         }
     }
@@ -284,7 +290,8 @@ fn prepare<'run>(
     batch: &RecordBatch,
     bytes: u64,
 ) -> Option<Handed<'run>> {
-    let def = &run.members.first()?.0.def;
+    let first = &run.members.first()?.0;
+    let def = &first.def;
     let grouped = def
         .partition()
         .group(batch, handle.store.empty_partition_value())
@@ -318,7 +325,11 @@ fn prepare<'run>(
     let payload = match pipeline.inner.wal {
         Some(_) if run.ack != AckMode::Async => {
             let bodies = run.members.iter().map(|(w, _)| w.body.as_slice());
-            Some(record::encode_ndjson_bodies(def.name().as_str(), bodies))
+            Some(record::encode_bodies(
+                def.name().as_str(),
+                &first.options,
+                bodies,
+            ))
         }
         _ => None,
     };
@@ -410,6 +421,7 @@ mod tests {
         };
         Waiting {
             def: Arc::new(def),
+            options: DecodeOptions::default(),
             body: Vec::new(),
             terms,
             answer: oneshot::channel().0,

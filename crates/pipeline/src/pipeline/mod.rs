@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use arrow::array::RecordBatch;
 use combine::{Answer, RoundTerms};
 use metrics::Counter;
+use sluice_core::formats::may_join;
 use sluice_core::{
     Catalog, Column, ColumnType, DecodeOptions, Header, InputFormat, TableDef, TableName,
     TableSchema, Verdict, decode, infer_table_schema,
@@ -241,8 +242,8 @@ enum Decoded {
 }
 
 /// Decodes an insert's body into `def`'s schema, on a blocking thread when it is large, and
-/// refuses it past `terms.max_rows` rows. A small body of sluice's NDJSON goes into the table's
-/// next round when `together` ([`combine`]).
+/// refuses it past `terms.max_rows` rows. A small body of JSON rows goes into the table's next
+/// round when `together` ([`combine`]).
 async fn decode_body(
     pipeline: &Pipeline,
     handle: &TableHandle,
@@ -251,8 +252,8 @@ async fn decode_body(
     options: &DecodeOptions,
     (terms, together): (RoundTerms, bool),
 ) -> Result<Decoded, InsertError> {
-    if together && body.len() <= DECODE_TOGETHER_MAX && *options == DecodeOptions::default() {
-        return match combine::take_in(pipeline, handle, def, body, terms).await {
+    if together && body.len() <= DECODE_TOGETHER_MAX && may_join(body, options) {
+        return match combine::take_in(pipeline, handle, (def, options), body, terms).await {
             Answer::Decoded(decoded) => {
                 let (batch, bytes) = decoded?;
                 Ok(Decoded::Rows(batch, Some(bytes)))
