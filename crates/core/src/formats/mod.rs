@@ -29,6 +29,7 @@
 mod builder;
 mod columns;
 mod compact;
+mod csv_records;
 mod fit;
 mod native;
 mod quoted;

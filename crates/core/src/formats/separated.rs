@@ -16,6 +16,7 @@ use arrow::array::RecordBatch;
 
 use super::builder::{Builder, Step, Unfit};
 use super::columns::Columns;
+use super::csv_records::{Record, Records};
 use super::quoted;
 use super::value::Value;
 use super::wire::WireType;
@@ -178,7 +179,7 @@ pub(crate) fn decode_csv(
 ) -> Result<RecordBatch, DecodeError> {
     let listed = options.columns.as_deref();
     let delimiter = options.csv_delimiter.unwrap_or(b',');
-    let mut records = csv_reader(body, delimiter).into_byte_records();
+    let mut records = Records::new(body, delimiter);
     let (names, types) = match header {
         Header::None => (body_columns(schema, listed), None),
         _ => csv_header(&mut records, header)?,
@@ -186,8 +187,8 @@ pub(crate) fn decode_csv(
     let mut columns = Columns::new(schema, &names, options)?;
     let spans = csv_spans(&columns, types.as_deref());
     let width: usize = spans.iter().sum();
-    for record in records {
-        let (line, record) = csv_record(record)?;
+    while let Some(record) = records.next_record() {
+        let line = record.line;
         let at = |e: DecodeError| at_line(line, e);
         check_width(record.len(), width, columns.width()).map_err(at)?;
         let texts = record
@@ -274,26 +275,6 @@ fn csv_struct<'a>(
     Ok(())
 }
 
-fn csv_reader(body: &[u8], delimiter: u8) -> csv::Reader<&[u8]> {
-    csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .delimiter(delimiter)
-        .from_reader(body)
-}
-
-/// A CSV record and the line it starts on.
-fn csv_record(
-    record: Result<csv::ByteRecord, csv::Error>,
-) -> Result<(usize, csv::ByteRecord), DecodeError> {
-    let record = record.map_err(|e| {
-        let line = e.position().map_or(0, |p| p.line() as usize);
-        at_line(line, DecodeError::new(None, None, format!("not CSV: {e}")))
-    })?;
-    let line = record.position().map_or(0, |p| p.line() as usize);
-    Ok((line, record))
-}
-
 fn csv_value<'a>(text: &'a str, ty: Option<&ColumnType>) -> Value<'a> {
     match (text, ty) {
         ("\\N", _) => Value::Null,
@@ -304,25 +285,23 @@ fn csv_value<'a>(text: &'a str, ty: Option<&ColumnType>) -> Value<'a> {
 
 /// The header's names, and its types when it has them.
 fn csv_header(
-    records: &mut csv::ByteRecordsIntoIter<&[u8]>,
+    records: &mut Records<'_>,
     header: Header,
 ) -> Result<(Vec<String>, Option<Vec<String>>), DecodeError> {
-    let Some(record) = records.next() else {
+    let Some(record) = records.next_record() else {
         return Ok((Vec::new(), None));
     };
-    let (line, names) = csv_record(record)?;
-    let names = utf8_fields(&names).map_err(|e| at_line(line, e))?;
+    let names = utf8_fields(&record).map_err(|e| at_line(record.line, e))?;
     let mut types = None;
     if header == Header::NamesAndTypes
-        && let Some(record) = records.next()
+        && let Some(record) = records.next_record()
     {
-        let (line, record) = csv_record(record)?;
-        types = Some(utf8_fields(&record).map_err(|e| at_line(line, e))?);
+        types = Some(utf8_fields(&record).map_err(|e| at_line(record.line, e))?);
     }
     Ok((names, types))
 }
 
-fn utf8_fields(record: &csv::ByteRecord) -> Result<Vec<String>, DecodeError> {
+fn utf8_fields(record: &Record<'_>) -> Result<Vec<String>, DecodeError> {
     record
         .iter()
         .map(|field| {
@@ -338,17 +317,16 @@ pub(crate) fn declared_csv_columns(
     body: &[u8],
     delimiter: u8,
 ) -> Result<Vec<(String, String)>, DecodeError> {
-    let mut records = csv_reader(body, delimiter).into_byte_records();
+    let mut records = Records::new(body, delimiter);
     let mut next = || -> Result<Vec<String>, DecodeError> {
-        let record = records.next().ok_or_else(|| {
+        let record = records.next_record().ok_or_else(|| {
             DecodeError::new(
                 None,
                 None,
                 "the header of names and types is missing".to_owned(),
             )
         })?;
-        let (line, record) = csv_record(record)?;
-        utf8_fields(&record).map_err(|e| at_line(line, e))
+        utf8_fields(&record).map_err(|e| at_line(record.line, e))
     };
     let names = next()?;
     let types = next()?;
