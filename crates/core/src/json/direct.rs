@@ -119,26 +119,29 @@ impl Plan {
         let quoted = self.quoted_numbers;
         match kind {
             Kind::Boolean => Box::new(BooleanBuilder::with_capacity(rows)),
-            Kind::Int8 => Box::new(Integers::<Int8Type>::new(rows, quoted)),
-            Kind::Int16 => Box::new(Integers::<Int16Type>::new(rows, quoted)),
-            Kind::Int32 => Box::new(Integers::<Int32Type>::new(rows, quoted)),
-            Kind::Int64 => Box::new(Integers::<Int64Type>::new(rows, quoted)),
-            Kind::UInt8 => Box::new(Integers::<UInt8Type>::new(rows, quoted)),
-            Kind::UInt16 => Box::new(Integers::<UInt16Type>::new(rows, quoted)),
-            Kind::UInt32 => Box::new(Integers::<UInt32Type>::new(rows, quoted)),
-            Kind::UInt64 => Box::new(Integers::<UInt64Type>::new(rows, quoted)),
-            Kind::Float32 => Box::new(Floats::<Float32Type>::new(rows, quoted)),
-            Kind::Float64 => Box::new(Floats::<Float64Type>::new(rows, quoted)),
+            Kind::Int8 => integers::<Int8Type>(rows, quoted),
+            Kind::Int16 => integers::<Int16Type>(rows, quoted),
+            Kind::Int32 => integers::<Int32Type>(rows, quoted),
+            Kind::Int64 => integers::<Int64Type>(rows, quoted),
+            Kind::UInt8 => integers::<UInt8Type>(rows, quoted),
+            Kind::UInt16 => integers::<UInt16Type>(rows, quoted),
+            Kind::UInt32 => integers::<UInt32Type>(rows, quoted),
+            Kind::UInt64 => integers::<UInt64Type>(rows, quoted),
+            Kind::Float32 => floats::<Float32Type>(rows, quoted),
+            Kind::Float64 => floats::<Float64Type>(rows, quoted),
             Kind::Utf8 => Box::new(StringBuilder::with_capacity(
                 rows,
                 rows * TEXT_BYTES_PER_ROW,
             )),
             // arrow-json reads a date in a string with arrow's parser, on every door.
-            Kind::Date32 => Box::new(Integers::<Date32Type>::new(rows, true)),
-            Kind::Timestamp(tz, data_type) => Box::new(Timestamps {
-                builder: PrimitiveBuilder::with_capacity(rows).with_data_type(data_type.clone()),
-                tz: *tz,
-                numbers: self.numeric_timestamps,
+            Kind::Date32 => integers::<Date32Type>(rows, true),
+            Kind::Timestamp(tz, data_type) => Box::new(Primitives {
+                builder: PrimitiveBuilder::<TimestampMicrosecondType>::with_capacity(rows)
+                    .with_data_type(data_type.clone()),
+                read: TimestampValue {
+                    tz: *tz,
+                    numbers: self.numeric_timestamps,
+                },
             }),
         }
     }
@@ -501,134 +504,128 @@ fn fitted(array: StringArray) -> StringArray {
     StringArray::try_new(offsets, Buffer::from_slice_ref(text.as_slice()), nulls).unwrap_or(array)
 }
 
-/// An integer or date column. An integer as serde_json reads it, exactly, when it fits the type;
-/// a number serde_json reads as a float goes the long way.
-struct Integers<T: ArrowPrimitiveType> {
+/// A column of Arrow primitives, each value read from its token by `R`.
+struct Primitives<T: ArrowPrimitiveType, R> {
     builder: PrimitiveBuilder<T>,
-    /// Whether a string is taken, read by arrow's parser as arrow-json reads it: a number in
-    /// quotes where the door takes one, a date.
-    texts: bool,
+    read: R,
 }
 
-impl<T: ArrowPrimitiveType> Integers<T> {
-    fn new(rows: usize, texts: bool) -> Self {
-        Self {
-            builder: PrimitiveBuilder::with_capacity(rows),
-            texts,
-        }
-    }
+/// How a primitive column reads a value: `None` for one it does not take as arrow-json would.
+trait ReadValue<T: ArrowPrimitiveType> {
+    /// Whether a number comes as its literal, which the column parses itself.
+    const LITERALS: bool = false;
+    fn read(&self, value: Token<'_>) -> Option<T::Native>;
 }
 
-impl<T> Build for Integers<T>
-where
-    T: ArrowPrimitiveType + Parser,
-    T::Native: TryFrom<u64> + TryFrom<i64>,
-{
-    fn len(&self) -> usize {
-        ArrayBuilder::len(&self.builder)
-    }
-
-    fn push(&mut self, value: Token<'_>) -> Option<()> {
-        let value = match value {
-            Token::Unsigned(value) => value.try_into().ok()?,
-            Token::Signed(value) => value.try_into().ok()?,
-            Token::Text(text) if self.texts => T::parse(text)?,
-            _ => return None,
-        };
-        self.builder.append_value(value);
-        Some(())
-    }
-
-    fn push_null(&mut self) {
-        self.builder.append_null();
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.builder.finish())
-    }
-}
-
-/// A float column. A number literal is parsed here, correctly rounded as arrow-json's
-/// lexical-core parses it; one beyond the type's range goes the long way.
-struct Floats<T: ArrowPrimitiveType> {
-    builder: PrimitiveBuilder<T>,
-    quoted: bool,
-}
-
-impl<T: ArrowPrimitiveType> Floats<T> {
-    fn new(rows: usize, quoted: bool) -> Self {
-        Self {
-            builder: PrimitiveBuilder::with_capacity(rows),
-            quoted,
-        }
-    }
-}
-
-impl<T> Build for Floats<T>
-where
-    T: ArrowPrimitiveType + Parser,
-    T::Native: FromStr + Into<f64>,
-{
+impl<T: ArrowPrimitiveType, R: ReadValue<T>> Build for Primitives<T, R> {
     fn len(&self) -> usize {
         ArrayBuilder::len(&self.builder)
     }
 
     fn reads_literals(&self) -> bool {
-        true
+        R::LITERALS
     }
 
     fn push(&mut self, value: Token<'_>) -> Option<()> {
+        self.builder.append_value(self.read.read(value)?);
+        Some(())
+    }
+
+    fn push_null(&mut self) {
+        self.builder.append_null();
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(self.builder.finish())
+    }
+}
+
+/// An integer or date column, `texts` saying whether it takes a string.
+fn integers<T>(rows: usize, texts: bool) -> Box<dyn Build>
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: TryFrom<u64> + TryFrom<i64>,
+{
+    Box::new(Primitives {
+        builder: PrimitiveBuilder::<T>::with_capacity(rows),
+        read: IntegerValue { texts },
+    })
+}
+
+/// A float column, `quoted` saying whether it takes a number in quotes.
+fn floats<T>(rows: usize, quoted: bool) -> Box<dyn Build>
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: FromStr + Into<f64>,
+{
+    Box::new(Primitives {
+        builder: PrimitiveBuilder::<T>::with_capacity(rows),
+        read: FloatValue { quoted },
+    })
+}
+
+/// An integer as serde_json reads it, exactly, when it fits the type; a number serde_json reads
+/// as a float goes the long way.
+struct IntegerValue {
+    /// Whether a string is taken, read by arrow's parser as arrow-json reads it: a number in
+    /// quotes where the door takes one, a date.
+    texts: bool,
+}
+
+impl<T> ReadValue<T> for IntegerValue
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: TryFrom<u64> + TryFrom<i64>,
+{
+    fn read(&self, value: Token<'_>) -> Option<T::Native> {
+        match value {
+            Token::Unsigned(value) => value.try_into().ok(),
+            Token::Signed(value) => value.try_into().ok(),
+            Token::Text(text) if self.texts => T::parse(text),
+            _ => None,
+        }
+    }
+}
+
+/// A float: a number literal parsed here, correctly rounded as arrow-json's lexical-core parses
+/// it; one beyond the type's range goes the long way.
+struct FloatValue {
+    /// Whether a number in quotes is taken.
+    quoted: bool,
+}
+
+impl<T> ReadValue<T> for FloatValue
+where
+    T: ArrowPrimitiveType + Parser,
+    T::Native: FromStr + Into<f64>,
+{
+    const LITERALS: bool = true;
+
+    fn read(&self, value: Token<'_>) -> Option<T::Native> {
         let value: T::Native = match value {
             Token::Literal(text) => text.parse().ok()?,
             Token::Text(text) if self.quoted => T::parse(text)?,
             _ => return None,
         };
-        if !value.into().is_finite() {
-            return None;
-        }
-        self.builder.append_value(value);
-        Some(())
-    }
-
-    fn push_null(&mut self) {
-        self.builder.append_null();
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.builder.finish())
+        value.into().is_finite().then_some(value)
     }
 }
 
-/// A timestamp column, in microseconds: a string read as arrow-json reads it, in the column's
-/// time zone; a number taken as microseconds where the door reads it so.
-struct Timestamps {
-    builder: PrimitiveBuilder<TimestampMicrosecondType>,
+/// A timestamp in microseconds: a string read as arrow-json reads it, in the column's time zone;
+/// a number taken as microseconds where the door reads it so.
+struct TimestampValue {
     tz: Tz,
     numbers: bool,
 }
 
-impl Build for Timestamps {
-    fn len(&self) -> usize {
-        ArrayBuilder::len(&self.builder)
-    }
-
-    fn push(&mut self, value: Token<'_>) -> Option<()> {
-        let micros = match value {
-            Token::Text(text) => string_to_datetime(&self.tz, text).ok()?.timestamp_micros(),
-            Token::Signed(value) if self.numbers => value,
-            Token::Unsigned(value) if self.numbers => value.try_into().ok()?,
-            _ => return None,
-        };
-        self.builder.append_value(micros);
-        Some(())
-    }
-
-    fn push_null(&mut self) {
-        self.builder.append_null();
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.builder.finish())
+impl ReadValue<TimestampMicrosecondType> for TimestampValue {
+    fn read(&self, value: Token<'_>) -> Option<i64> {
+        match value {
+            Token::Text(text) => Some(string_to_datetime(&self.tz, text).ok()?.timestamp_micros()),
+            Token::Signed(value) if self.numbers => Some(value),
+            Token::Unsigned(value) if self.numbers => value.try_into().ok(),
+            _ => None,
+        }
     }
 }
 
