@@ -137,9 +137,8 @@ pub fn may_join(body: &[u8], options: &DecodeOptions) -> bool {
     if options.dialect.is_line_framed() {
         return true;
     }
-    let json_space = |byte: &&u8| matches!(byte, b' ' | b'\t' | b'\n' | b'\r');
     body.iter()
-        .find(|byte| !json_space(byte))
+        .find(|byte| !json::frame::is_json_space(byte))
         .is_none_or(|&byte| byte == b'{')
 }
 

@@ -71,7 +71,7 @@ pub(crate) fn describe_start(byte: u8) -> String {
 }
 
 /// JSON's whitespace (RFC 8259, section 2).
-fn is_json_space(byte: &u8) -> bool {
+pub(crate) fn is_json_space(byte: &u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
 
