@@ -15,6 +15,8 @@
 //!                    [count u16 | (len u16 | name)*]  when flag 2
 //!                    format u8 | header u8 | CSV delimiter u8
 //!                    body (the rest)
+//! kind 4, ClickHouse format, several bodies: as kind 3 up to the delimiter, then
+//!                    count u32 | (len u32)* | the bodies one after another (the rest)
 //! ```
 //!
 //! The raw body is logged rather than the decoded batch: it costs a copy, not an encode, and it
@@ -33,7 +35,10 @@
 //! version 2 record rather than lose its key.
 //!
 //! Bodies in ClickHouse's other formats are kind 3, which a sluice that does not read them
-//! refuses by kind rather than misreading. A positional body (no header) is logged with the
+//! refuses by kind rather than misreading. Kind 4 holds the bodies of several inserts of one
+//! round in such a format, each decoded alone at replay: unlike JSON rows, their bodies do not
+//! always read as the same rows once they follow one another (a CSV body may end inside a
+//! quote). An older sluice refuses kind 4 the same way. A positional body (no header) is logged with the
 //! column names its values were read by, so a column added to the table since does not shift
 //! them at replay.
 
@@ -45,6 +50,7 @@ const VERSION_KEYED: u8 = 2;
 const KIND_NDJSON: u8 = 1;
 const KIND_ARROW: u8 = 2;
 const KIND_FORMAT: u8 = 3;
+const KIND_BODIES: u8 = 4;
 const FLAG_SKIP_UNKNOWN: u8 = 1;
 const FLAG_COLUMNS: u8 = 2;
 const FLAG_STRICT: u8 = 4;
@@ -77,6 +83,12 @@ pub(crate) enum Rows<'a> {
     Body {
         options: DecodeOptions,
         body: &'a [u8],
+    },
+    /// Bodies in one of ClickHouse's formats, each read alone with the same options, their rows
+    /// one body after another.
+    Bodies {
+        options: DecodeOptions,
+        bodies: Vec<&'a [u8]>,
     },
     /// An Arrow IPC stream (from the library API).
     Arrow { ipc: &'a [u8] },
@@ -129,6 +141,14 @@ fn encode_body_head(table: &str, key: Option<LoggedKey<'_>>, options: &DecodeOpt
         table,
         key,
     );
+    put_options(&mut out, options);
+    out
+}
+
+/// The decoding options of a body record: flags, the column list, and for a format other than
+/// JSON rows, the format, its header and the CSV delimiter.
+fn put_options(out: &mut Vec<u8>, options: &DecodeOptions) {
+    let json = options.format == InputFormat::JsonEachRow;
     let mut flags = 0;
     if options.skip_unknown_fields {
         flags |= FLAG_SKIP_UNKNOWN;
@@ -149,26 +169,29 @@ fn encode_body_head(table: &str, key: Option<LoggedKey<'_>>, options: &DecodeOpt
     }
     out.push(flags);
     if let Some(columns) = &options.columns {
-        put_u16(&mut out, columns.len());
+        put_u16(out, columns.len());
         for column in columns {
-            put_str(&mut out, column);
+            put_str(out, column);
         }
     }
     if !json {
         let (format, header) = format_code(options.format);
         out.extend_from_slice(&[format, header, options.csv_delimiter.unwrap_or(b',')]);
     }
-    out
 }
 
-/// Encodes several bodies of JSON rows read with `options`, and no key, as one record: their
-/// rows one after another, each body ending in a newline, so the record decodes to their rows in
-/// order. Only for bodies that [`may_join`](sluice_core::formats::may_join) others.
+/// Encodes several bodies read with `options`, and no key, as one record that decodes to their
+/// rows in order. Bodies of JSON rows are logged as one body, each ending in a newline; bodies
+/// in another format are kind 4, each read alone at replay. Only for bodies that
+/// [`may_join`](sluice_core::formats::may_join) others.
 pub(crate) fn encode_bodies<'a>(
     table: &str,
     options: &DecodeOptions,
-    bodies: impl Iterator<Item = &'a [u8]>,
+    bodies: impl ExactSizeIterator<Item = &'a [u8]>,
 ) -> Encoded<'a> {
+    if options.format != InputFormat::JsonEachRow {
+        return encode_format_bodies(table, options, bodies);
+    }
     let mut pieces = Vec::new();
     for body in bodies {
         pieces.push(body);
@@ -180,6 +203,23 @@ pub(crate) fn encode_bodies<'a>(
         head: encode_body_head(table, None, options),
         bodies: pieces,
     }
+}
+
+/// Kind 4: bodies in one of ClickHouse's formats, with their lengths.
+fn encode_format_bodies<'a>(
+    table: &str,
+    options: &DecodeOptions,
+    bodies: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Encoded<'a> {
+    let mut out = Vec::with_capacity(24 + table.len() + 4 * bodies.len());
+    head(&mut out, KIND_BODIES, table, None);
+    put_options(&mut out, options);
+    put_u32(&mut out, bodies.len());
+    let bodies: Vec<&[u8]> = bodies.collect();
+    for body in &bodies {
+        put_u32(&mut out, body.len());
+    }
+    Encoded { head: out, bodies }
 }
 
 /// A format and its header as two bytes.
@@ -261,7 +301,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
 /// The rows of a record of `kind`, from `r` on.
 fn decode_rows<'a>(kind: u8, r: &mut Reader<'a>) -> Result<Rows<'a>, String> {
     match kind {
-        KIND_NDJSON | KIND_FORMAT => {
+        KIND_NDJSON | KIND_FORMAT | KIND_BODIES => {
             let flags = r.u8()?;
             let columns = if flags & FLAG_COLUMNS != 0 {
                 let n = r.u16()?;
@@ -280,10 +320,14 @@ fn decode_rows<'a>(kind: u8, r: &mut Reader<'a>) -> Result<Rows<'a>, String> {
                 null_as_default: flags & FLAG_NULL_AS_DEFAULT != 0,
                 ..DecodeOptions::default()
             };
-            if kind == KIND_FORMAT {
+            if kind != KIND_NDJSON {
                 let (format, header, delimiter) = (r.u8()?, r.u8()?, r.u8()?);
                 options.format = format_of(format, header)?;
                 options.csv_delimiter = Some(delimiter);
+            }
+            if kind == KIND_BODIES {
+                let bodies = read_bodies(r)?;
+                return Ok(Rows::Bodies { options, bodies });
             }
             Ok(Rows::Body {
                 options,
@@ -293,6 +337,26 @@ fn decode_rows<'a>(kind: u8, r: &mut Reader<'a>) -> Result<Rows<'a>, String> {
         KIND_ARROW => Ok(Rows::Arrow { ipc: r.rest() }),
         other => Err(format!("unknown record kind {other}")),
     }
+}
+
+/// The bodies of a kind 4 record: their count, their lengths, then the bodies, which must take
+/// the rest of it exactly.
+fn read_bodies<'a>(r: &mut Reader<'a>) -> Result<Vec<&'a [u8]>, String> {
+    let count = r.u32()?;
+    // Each length takes four bytes: a count the record cannot hold is refused before it is
+    // allocated for.
+    if count > r.remaining() / 4 {
+        return Err(format!("the record cannot hold {count} bodies"));
+    }
+    let lens = (0..count).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
+    let bodies = lens
+        .into_iter()
+        .map(|len| r.take(len))
+        .collect::<Result<Vec<_>, _>>()?;
+    if r.remaining() > 0 {
+        return Err("the record holds more than its bodies".to_owned());
+    }
+    Ok(bodies)
 }
 
 /// The JSON dialect a record's flags name.
@@ -336,6 +400,10 @@ fn put_u16(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes());
 }
 
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u16(out, s.len());
     out.extend_from_slice(&s.as_bytes()[..s.len().min(u16::MAX as usize)]);
@@ -363,6 +431,15 @@ impl<'a> Reader<'a> {
     fn u16(&mut self) -> Result<usize, String> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]) as usize)
+    }
+
+    fn u32(&mut self) -> Result<usize, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
     }
 
     fn u64(&mut self) -> Result<u64, String> {
@@ -442,6 +519,43 @@ mod tests {
         }
     }
 
+    /// Bodies in one of ClickHouse's formats logged together come back one by one, with their
+    /// options; a record whose lengths do not add up to its bodies is refused.
+    #[test]
+    fn format_bodies_round_trip_one_by_one() {
+        let options = DecodeOptions {
+            format: InputFormat::Csv(Header::Names),
+            csv_delimiter: Some(b';'),
+            columns: Some(vec!["a".into()]),
+            ..DecodeOptions::default()
+        };
+        let bodies: [&[u8]; 3] = [b"a\n1,\"x", b"", b"a\n2\n"];
+        let bytes = encode_bodies("t", &options, bodies.into_iter()).to_vec();
+        let record = decode(&bytes).unwrap();
+        let Rows::Bodies {
+            options: got,
+            bodies: logged,
+        } = record.rows
+        else {
+            panic!("wrong kind");
+        };
+        assert_eq!((record.table, record.key), ("t", None));
+        assert_eq!(logged, bodies);
+        assert_eq!(
+            (got.format, got.columns, got.csv_delimiter),
+            (options.format, options.columns, options.csv_delimiter)
+        );
+        assert!(
+            decode(&bytes[..bytes.len() - 1]).is_err(),
+            "a body cut short"
+        );
+        let mut longer = bytes.clone();
+        longer.push(b'\n');
+        assert!(decode(&longer).is_err(), "bytes past the bodies");
+        let json = encode_bodies("t", &DecodeOptions::default(), bodies.into_iter()).to_vec();
+        assert!(matches!(decode(&json).unwrap().rows, Rows::Body { .. }));
+    }
+
     #[test]
     fn a_record_logged_before_strict_json_replays_leniently() {
         // version 1, NDJSON, table "t", flags 1 (skip unknown fields), the body.
@@ -511,6 +625,8 @@ mod tests {
             b"\x01\x09\x00\x00",
             b"\x03\x01\x00\x00",
             b"\x02\x01\x01\x00t\x01\x00k\x00",
+            // Kind 4, CSV, a count of bodies no record of this size holds.
+            b"\x01\x04\x01\x00t\x00\x03\x00,\xff\xff\xff\xff\x01\x00\x00\x00",
         ] {
             assert!(decode(bytes).is_err(), "{bytes:?}");
         }

@@ -1,4 +1,5 @@
-//! Small bodies of JSON rows decoded in one pass, each answered as if decoded alone.
+//! Small bodies decoded for one round, each answered as if decoded alone: JSON rows in one
+//! pass, ClickHouse's other formats body by body into one set of arrays.
 
 use std::ops::Range;
 
@@ -58,9 +59,11 @@ impl Joint {
     }
 }
 
-/// What [`decode`] gives each of `bodies`, JSON rows read with `options`, with the bodies that
-/// allow it decoded together: one set of arrays is built for all of them, and each such body's
-/// rows are a range of it. For a table of plain columns whose rows the direct pass is sure of,
+/// What [`decode`] gives each of `bodies`, read with `options`, with the bodies that allow it
+/// decoded together: one set of arrays is built for all of them, and each such body's rows are
+/// a range of it. Bodies in a format other than JSON rows are each decoded alone, and the rows
+/// of those that hold any are copied into one set of arrays.
+/// For JSON rows of a table of plain columns whose rows the direct pass is sure of,
 /// every body is read once into those arrays. Otherwise, for sluice's NDJSON with
 /// [`DecodeOptions::default`], arrow-json builds them from the bodies the strict check passed;
 /// under any other options each body is decoded alone. Rows, values and errors are those of
@@ -73,6 +76,9 @@ pub fn decode_together(
     bodies: &[&[u8]],
     options: &DecodeOptions,
 ) -> Together {
+    if options.format != InputFormat::JsonEachRow {
+        return decoded_apart_joined(schema, bodies, options);
+    }
     if let Some(together) = plain_together(schema, bodies, options) {
         return together;
     }
@@ -126,13 +132,14 @@ pub fn decode_together(
     Together::Joint(Joint { batch, bytes }, bodies)
 }
 
-/// Whether `body`, read with `options`, may be decoded and logged with other bodies: JSON rows
-/// that frame as the same rows when bodies follow one another, each ending in a newline. Under
-/// ClickHouse's framing a body inside `[` `]`, or one that opens with a byte order mark, would
-/// not, so it goes alone.
+/// Whether `body`, read with `options`, may be decoded and logged with other bodies. A body in
+/// one of ClickHouse's other formats always may: it is decoded alone and logged with its length
+/// beside the others. JSON rows are logged as one body, so they may when they frame as the same
+/// rows when bodies follow one another, each ending in a newline. Under ClickHouse's framing a
+/// body inside `[` `]`, or one that opens with a byte order mark, would not, so it goes alone.
 pub fn may_join(body: &[u8], options: &DecodeOptions) -> bool {
     if options.format != InputFormat::JsonEachRow {
-        return false;
+        return true;
     }
     if options.dialect.is_line_framed() {
         return true;
@@ -152,6 +159,48 @@ fn decode_alone(
         let bytes = batch.get_array_memory_size() as u64;
         (batch, bytes)
     })
+}
+
+/// Each body decoded alone, and the rows of those that hold any copied into one set of arrays.
+/// Decoding is each body's own, as [`decode`] does it alone; what the round shares is all that
+/// comes after: the partition split, the reservation, the log frame and the writer's message.
+/// A body without rows, or one that fails, keeps its own answer.
+fn decoded_apart_joined(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Together {
+    let decoded: Vec<Result<(RecordBatch, u64), DecodeError>> = bodies
+        .iter()
+        .map(|body| decode_alone(schema, body, options))
+        .collect();
+    let with_rows = || {
+        decoded
+            .iter()
+            .filter_map(|d| d.as_ref().ok())
+            .filter(|(batch, _)| batch.num_rows() > 0)
+            .map(|(batch, _)| batch)
+    };
+    let joined = match with_rows().count() {
+        0 => None,
+        _ => arrow::compute::concat_batches(schema.arrow(), with_rows()).ok(),
+    };
+    let Some(batch) = joined else {
+        return Together::Apart(decoded);
+    };
+    let mut offset = 0;
+    let bodies = decoded
+        .into_iter()
+        .map(|body| match body? {
+            (batch, _) if batch.num_rows() > 0 => {
+                offset += batch.num_rows();
+                Ok(BodyRows::Joint(offset - batch.num_rows()..offset))
+            }
+            (batch, bytes) => Ok(BodyRows::Alone(batch, bytes)),
+        })
+        .collect();
+    let bytes = batch.get_array_memory_size() as u64;
+    Together::Joint(Joint { batch, bytes }, bodies)
 }
 
 /// The bodies read once, straight into one set of arrays, when they are JSON rows, the table's
@@ -364,6 +413,57 @@ mod tests {
             format: InputFormat::Csv(crate::options::Header::None),
             ..DecodeOptions::default()
         };
-        assert!(!may_join(b"1,a", &csv));
+        assert!(may_join(b"1,\"a", &csv));
+    }
+
+    /// Bodies in ClickHouse's other formats are each decoded alone, and those with rows share
+    /// one set of arrays, in order; a body that fails, or holds no rows, keeps its own answer.
+    #[test]
+    fn other_formats_share_arrays_of_bodies_decoded_alone() {
+        use crate::options::Header;
+        let formats = [
+            (
+                InputFormat::Csv(Header::None),
+                ["1,a\n2,b\n", "", "3,\"c", "x,d", "4,e"],
+                [Some(0..2), None, Some(2..3), None, Some(3..4)],
+            ),
+            (
+                InputFormat::TabSeparated(Header::Names),
+                [
+                    "id\tname\n1\ta\n",
+                    "id\n",
+                    "name\tid\nc\t3",
+                    "id\nx",
+                    "id\n4",
+                ],
+                [Some(0..1), None, Some(1..2), None, Some(2..3)],
+            ),
+        ];
+        for (format, bodies, expected) in formats {
+            let options = DecodeOptions {
+                format,
+                ..DecodeOptions::default()
+            };
+            let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
+            let Together::Joint(joint, rows) = decode_together(&schema(), &refs, &options) else {
+                panic!("{format:?}: the bodies were not put together");
+            };
+            let ranges: Vec<Option<Range<usize>>> = rows
+                .iter()
+                .map(|rows| match rows {
+                    Ok(BodyRows::Joint(range)) => Some(range.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(ranges, expected, "{format:?}");
+            for (body, result) in refs.iter().zip(rows) {
+                let together = result.map(|rows| joint.batch_of(rows).0);
+                assert_eq!(
+                    together,
+                    decode(&schema(), body, &options),
+                    "{format:?} {body:?}"
+                );
+            }
+        }
     }
 }

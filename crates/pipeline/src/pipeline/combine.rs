@@ -1,16 +1,17 @@
-//! Small inserts of JSON rows into one table taken in rounds: decoded together, and handed to
-//! the table's writer together.
+//! Small inserts into one table taken in rounds: decoded together, and handed to the table's
+//! writer together.
 //!
 //! A one-row insert costs more than its row: arrow-json builds one set of arrays per decode, and
 //! each insert is split by partition, charged to the memory budget, numbered, logged, handed to
 //! the writer, buffered and coalesced on its own. So the inserts that arrive for a table at
-//! about the same moment with the same decoding options (sluice's NDJSON, or ClickHouse's
-//! `JSONEachRow` with its settings) are decoded in one go
+//! about the same moment with the same decoding options (sluice's NDJSON, or one of
+//! ClickHouse's formats with its settings) are decoded in one go
 //! ([`sluice_core::formats::decode_together`], which answers each body as if it were decoded
-//! alone, errors included), and those whose rows sit next to each other in the arrays built for
-//! all of them, with the same ack mode, are handed over as one: one partition split, one
-//! reservation, one log frame holding their bodies one after another, one message to the
-//! writer, which counts them as the inserts they are.
+//! alone, errors included: JSON rows are read in one pass, other formats body by body), and
+//! those whose rows sit next to each other in the arrays built for all of them, with the same
+//! ack mode, are handed over as one: one partition split, one reservation, one log frame holding
+//! their bodies one after another, one message to the writer, which counts them as the inserts
+//! they are.
 //! Each insert then waits only for what its ack mode asks: nothing for `async`, the frame's
 //! fsync for `durable`.
 //!
@@ -87,7 +88,7 @@ pub(super) enum Answer {
     },
 }
 
-/// Takes `body`, JSON rows read with `options` that
+/// Takes `body`, read with `options` and one that
 /// [`may_join`](sluice_core::formats::may_join) others, into `handle`'s next round, and waits
 /// for the round's answer.
 pub(super) async fn take_in(

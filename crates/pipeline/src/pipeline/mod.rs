@@ -61,8 +61,8 @@ pub use start::PipelineBuilder;
 /// Bodies larger than this are decoded on a blocking thread, off the async workers.
 const DECODE_INLINE_MAX: usize = 1024 * 1024;
 
-/// Bodies up to this size, of sluice's NDJSON with default options and without a key, are
-/// decoded in rounds with the table's other small bodies ([`combine`]).
+/// Bodies up to this size and without a key are decoded in rounds with the table's other small
+/// bodies of the same options ([`combine`]).
 const DECODE_TOGETHER_MAX: usize = 16 * 1024;
 
 /// What to do when the memory budget is spent.
@@ -242,8 +242,8 @@ enum Decoded {
 }
 
 /// Decodes an insert's body into `def`'s schema, on a blocking thread when it is large, and
-/// refuses it past `terms.max_rows` rows. A small body of JSON rows goes into the table's next
-/// round when `together` ([`combine`]).
+/// refuses it past `terms.max_rows` rows. A small body goes into the table's next round when
+/// `together` and it [may join](may_join) others ([`combine`]).
 async fn decode_body(
     pipeline: &Pipeline,
     handle: &TableHandle,

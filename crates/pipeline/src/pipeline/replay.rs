@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use sluice_core::{
     DecodeOptions, EmptyValue, InputFormat, PartitionKey, TableName, TableSchema, conform, decode,
 };
@@ -198,6 +199,7 @@ fn logged_pieces<'t, 'p>(
         Rows::Body { options, body } => {
             decode(schema, body, &replay_options(schema, options)).map_err(|e| e.to_string())
         }
+        Rows::Bodies { options, bodies } => decode_each(schema, bodies, options),
         Rows::Arrow { ipc } => {
             record::read_arrow(ipc).and_then(|batch| conform(schema.arrow(), &batch))
         }
@@ -221,4 +223,20 @@ fn logged_pieces<'t, 'p>(
             key: record.key,
         })
         .map_err(|reason| fail(format!("table '{}': {reason}", record.table)))
+}
+
+/// The rows of bodies logged together, each decoded alone as it was at the door, one body's
+/// after another.
+fn decode_each(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    logged: &DecodeOptions,
+) -> Result<RecordBatch, String> {
+    let options = replay_options(schema, logged);
+    let batches = bodies
+        .iter()
+        .map(|body| decode(schema, body, &options))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    arrow::compute::concat_batches(schema.arrow(), &batches).map_err(|e| e.to_string())
 }
