@@ -343,6 +343,11 @@ async fn read_limited(body: Body, limit: usize, idle: Duration) -> Result<Bytes,
 
 /// Refuses rows holding more than `limit` lines with 413, before they are decoded.
 pub(crate) fn check_rows(rows: &[u8], limit: usize, dialect: JsonDialect) -> Result<(), ApiError> {
+    // Every row or line takes a byte at least, so a body no longer than the limit cannot hold
+    // more: most bodies are not counted at all.
+    if rows.len() <= limit {
+        return Ok(());
+    }
     let count = count_rows(rows, dialect);
     if count > limit {
         let unit = if dialect == JsonDialect::ClickHouse {
@@ -375,6 +380,13 @@ mod tests {
         let error = check_rows(&b"{}\n".repeat(3), 2, ndjson).unwrap_err();
         assert_eq!(error.kind, Kind::TooLarge);
         assert!(error.message.contains("3 lines"), "{}", error.message);
+        // The shortest rows, a byte or two each: a body no longer than the limit is within it,
+        // and one row more than the limit is refused.
+        assert!(check_rows(b"\n\n\n", 3, ndjson).is_ok());
+        assert!(check_rows(b"\n\n\n", 2, ndjson).is_err());
+        let clickhouse = JsonDialect::ClickHouse;
+        assert!(check_rows(b"{}{}{}", 3, clickhouse).is_ok());
+        assert!(check_rows(b"{}{}{}", 2, clickhouse).is_err());
     }
 
     /// A body that arrives as `frames`, one after another.

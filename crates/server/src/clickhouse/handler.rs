@@ -1,9 +1,9 @@
 //! The ClickHouse endpoint's handler.
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use sluice_core::name::printable;
@@ -18,7 +18,23 @@ use crate::AppState;
 use crate::body::{check_rows, read_body};
 use crate::error::{ApiError, Kind};
 
-type Params = Query<Vec<(String, String)>>;
+/// The request's URL parameters, percent-decoded, in their order.
+type Params = Vec<(String, String)>;
+
+/// Reads the URL parameters from the query text. It is already part of a valid request line,
+/// so it is decoded straight from it, which costs an insert less than a deserializer does.
+fn url_params(query: Option<&str>) -> Params {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// The headers ClickHouse sets on its answers, made once.
+const SUMMARY: HeaderName = HeaderName::from_static("x-clickhouse-summary");
+const SERVER_DISPLAY_NAME: HeaderName = HeaderName::from_static("x-clickhouse-server-display-name");
+const QUERY_ID: HeaderName = HeaderName::from_static("x-clickhouse-query-id");
+const FORMAT: HeaderName = HeaderName::from_static("x-clickhouse-format");
+const TIMEZONE: HeaderName = HeaderName::from_static("x-clickhouse-timezone");
 
 /// The name sluice gives in `X-ClickHouse-Server-Display-Name`.
 const DISPLAY_NAME: &str = "sluice";
@@ -27,9 +43,10 @@ const DISPLAY_NAME: &str = "sluice";
 /// ClickHouse runs only reads over GET, and so does sluice.
 pub(crate) async fn query_get(
     State(state): State<AppState>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
+    let params = url_params(query.as_deref());
     let Some(text) = param(&params, "query") else {
         return ok_text();
     };
@@ -48,10 +65,11 @@ pub(crate) async fn query_get(
 /// reads clients send when they connect.
 pub(crate) async fn post(
     State(state): State<AppState>,
-    Query(params): Params,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let params = url_params(query.as_deref());
     let answer = match read_statement(&state, &params, &headers, body).await {
         Ok(Statement::Insert(query, rows)) => run_insert(&state, &params, &headers, &query, &rows)
             .await
@@ -112,22 +130,19 @@ fn respond(
                 HeaderValue::from_static(format.content_type()),
             );
             if let Ok(value) = HeaderValue::from_str(&format_name) {
-                headers.insert("X-ClickHouse-Format", value);
+                headers.insert(FORMAT, value);
             }
-            headers.insert("X-ClickHouse-Timezone", HeaderValue::from_static("UTC"));
+            headers.insert(TIMEZONE, HeaderValue::from_static("UTC"));
             (response, summary(0, 0, rows))
         }
         Err(error) => (clickhouse_error(error), None),
     };
     let out = response.headers_mut();
     if let Some(summary) = summary {
-        out.insert("X-ClickHouse-Summary", summary);
+        out.insert(SUMMARY, summary);
     }
-    out.insert(
-        "X-ClickHouse-Server-Display-Name",
-        HeaderValue::from_static(DISPLAY_NAME),
-    );
-    out.insert("X-ClickHouse-Query-Id", query_id(params, headers));
+    out.insert(SERVER_DISPLAY_NAME, HeaderValue::from_static(DISPLAY_NAME));
+    out.insert(QUERY_ID, query_id(params, headers));
     response
 }
 
@@ -146,15 +161,12 @@ fn summary(written_rows: u64, written_bytes: u64, result_rows: usize) -> Option<
 fn query_id(params: &[(String, String)], headers: &HeaderMap) -> HeaderValue {
     param(params, "query_id")
         .filter(|id| !id.is_empty())
-        .or_else(|| {
-            headers
-                .get("X-ClickHouse-Query-Id")
-                .and_then(|v| v.to_str().ok())
-        })
+        .or_else(|| headers.get(QUERY_ID).and_then(|v| v.to_str().ok()))
         .and_then(|id| HeaderValue::from_str(id).ok())
         .unwrap_or_else(|| {
-            HeaderValue::from_str(&uuid::Uuid::now_v7().to_string())
-                .unwrap_or(HeaderValue::from_static("sluice"))
+            let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+            let id = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
+            HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("sluice"))
         })
 }
 
@@ -171,11 +183,7 @@ fn answer_read(
         .format
         .as_deref()
         .or_else(|| param(params, "default_format"))
-        .or_else(|| {
-            headers
-                .get("X-ClickHouse-Format")
-                .and_then(|v| v.to_str().ok())
-        })
+        .or_else(|| headers.get(FORMAT).and_then(|v| v.to_str().ok()))
         .unwrap_or("TabSeparated")
         .to_string();
     let format = OutputFormat::parse(&format_name).ok_or_else(|| {
