@@ -97,6 +97,16 @@ impl From<String> for Unfit {
     }
 }
 
+/// The rows a builder has room for at first. Arrow's builders start with room for 1,024 values,
+/// which a one-row body allocated for every column and carried in its arrays to the buffer; a
+/// builder doubles as it fills, so a large body pays a few more growths instead.
+const INITIAL_ROWS: usize = 16;
+
+/// A string builder with room for [`INITIAL_ROWS`] short values.
+fn strings() -> StringBuilder {
+    StringBuilder::with_capacity(INITIAL_ROWS, INITIAL_ROWS * 16)
+}
+
 /// One column's Arrow builder, or one of a nested column's parts.
 pub(crate) enum Builder {
     Bool(BooleanBuilder),
@@ -133,31 +143,30 @@ impl Builder {
     }
 
     fn of(ty: &ColumnType, inner: bool) -> Self {
+        const ROWS: usize = INITIAL_ROWS;
         match ty {
-            ColumnType::Bool => Self::Bool(BooleanBuilder::new()),
-            ColumnType::Int8 => Self::Int8(Int8Builder::new()),
-            ColumnType::Int16 => Self::Int16(Int16Builder::new()),
-            ColumnType::Int32 => Self::Int32(Int32Builder::new()),
-            ColumnType::Int64 => Self::Int64(Int64Builder::new()),
-            ColumnType::UInt8 => Self::UInt8(UInt8Builder::new()),
-            ColumnType::UInt16 => Self::UInt16(UInt16Builder::new()),
-            ColumnType::UInt32 => Self::UInt32(UInt32Builder::new()),
-            ColumnType::UInt64 => Self::UInt64(UInt64Builder::new()),
-            ColumnType::Float32 => Self::Float32(Float32Builder::new()),
-            ColumnType::Float64 => Self::Float64(Float64Builder::new()),
-            ColumnType::Date => Self::Date(Date32Builder::new()),
-            ColumnType::Timestamp => {
-                Self::Timestamp(TimestampMicrosecondBuilder::new().with_data_type(ty.arrow_type()))
-            }
-            ColumnType::Decimal { .. } => {
-                Self::Decimal(Decimal128Builder::new().with_data_type(ty.arrow_type()))
-            }
-            ColumnType::Uuid | ColumnType::Json if inner => Self::Judged(StringBuilder::new()),
+            ColumnType::Bool => Self::Bool(BooleanBuilder::with_capacity(ROWS)),
+            ColumnType::Int8 => Self::Int8(Int8Builder::with_capacity(ROWS)),
+            ColumnType::Int16 => Self::Int16(Int16Builder::with_capacity(ROWS)),
+            ColumnType::Int32 => Self::Int32(Int32Builder::with_capacity(ROWS)),
+            ColumnType::Int64 => Self::Int64(Int64Builder::with_capacity(ROWS)),
+            ColumnType::UInt8 => Self::UInt8(UInt8Builder::with_capacity(ROWS)),
+            ColumnType::UInt16 => Self::UInt16(UInt16Builder::with_capacity(ROWS)),
+            ColumnType::UInt32 => Self::UInt32(UInt32Builder::with_capacity(ROWS)),
+            ColumnType::UInt64 => Self::UInt64(UInt64Builder::with_capacity(ROWS)),
+            ColumnType::Float32 => Self::Float32(Float32Builder::with_capacity(ROWS)),
+            ColumnType::Float64 => Self::Float64(Float64Builder::with_capacity(ROWS)),
+            ColumnType::Date => Self::Date(Date32Builder::with_capacity(ROWS)),
+            ColumnType::Timestamp => Self::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(ROWS).with_data_type(ty.arrow_type()),
+            ),
+            ColumnType::Decimal { .. } => Self::Decimal(
+                Decimal128Builder::with_capacity(ROWS).with_data_type(ty.arrow_type()),
+            ),
+            ColumnType::Uuid | ColumnType::Json if inner => Self::Judged(strings()),
             // `uuid` and `json` are text told apart by the field's metadata; `push` tells them
             // apart by the column's type.
-            ColumnType::String | ColumnType::Uuid | ColumnType::Json => {
-                Self::String(StringBuilder::new())
-            }
+            ColumnType::String | ColumnType::Uuid | ColumnType::Json => Self::String(strings()),
             // Each nested builder keeps the column's Arrow type and builds its array with the
             // fields that type names, so the array is of exactly that type.
             ColumnType::List(element) => Self::List(Box::new(ListBuilder {
@@ -172,7 +181,7 @@ impl Builder {
             })),
             ColumnType::Map(value) => Self::Map(Box::new(MapBuilder {
                 data_type: ty.arrow_type(),
-                keys: StringBuilder::new(),
+                keys: strings(),
                 values: Self::inner(value),
                 ends: Ends::new(),
             })),
