@@ -156,29 +156,64 @@ pub(crate) fn decode(
     let mut input = Input::new(body);
     let declared = read_header(&mut input, header)?;
     let (names, types, mut columns) = prepare(schema, declared, options)?;
+    read_rows(&mut input, (&names, &types), &mut columns)?;
+    columns.finish()
+}
+
+/// Bodies that share their header decoded into one set of columns, and each body's rows.
+/// `None` when a body's header differs from the first's or any body fails: each is then decoded
+/// alone, which names its own error.
+pub(crate) fn decode_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    header: Header,
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let (first, others) = bodies.split_first()?;
+    let mut input = Input::new(first);
+    let declared = read_header(&mut input, header).ok()?;
+    let header_bytes = &first[..input.pos()];
+    let (names, types, mut columns) = prepare(schema, declared, options).ok()?;
+    read_rows(&mut input, (&names, &types), &mut columns).ok()?;
+    let mut rows = vec![columns.rows()];
+    for body in others {
+        let before = columns.rows();
+        let mut input = Input::new(body.strip_prefix(header_bytes)?);
+        read_rows(&mut input, (&names, &types), &mut columns).ok()?;
+        rows.push(columns.rows() - before);
+    }
+    Some((columns.finish().ok()?, rows))
+}
+
+/// Reads rows of the columns `names`, each read as its type in `types`, to the end of `input`.
+fn read_rows(
+    input: &mut Input<'_>,
+    (names, types): (&[String], &[WireType]),
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
     while !input.is_empty() {
         let row = columns.rows() + 1;
-        for (index, (ty, name)) in types.iter().zip(&names).enumerate() {
+        for (index, (ty, name)) in types.iter().zip(names).enumerate() {
             let at =
                 |message: String| at_row(row, DecodeError::new(None, Some(name.clone()), message));
             if is_nested(ty) {
                 let read = |builder: &mut Builder, target: &ColumnType| {
-                    read_into(ty, &mut input, target, builder)
+                    read_into(ty, input, target, builder)
                 };
                 if !columns
                     .put_nested(index, read)
                     .map_err(|e| at_row(row, e))?
                 {
-                    skip(ty, &mut input).map_err(at)?;
+                    skip(ty, input).map_err(at)?;
                 }
                 continue;
             }
-            let value = ty.read(&mut input).map_err(at)?;
-            put(&mut columns, index, value, row)?;
+            let value = ty.read(input).map_err(at)?;
+            put(columns, index, value, row)?;
         }
         columns.end_row().map_err(|e| at_row(row, e))?;
     }
-    columns.finish()
+    Ok(())
 }
 
 fn put(

@@ -161,15 +161,20 @@ fn decode_alone(
     })
 }
 
-/// Each body decoded alone, and the rows of those that hold any copied into one set of arrays.
-/// Decoding is each body's own, as [`decode`] does it alone; what the round shares is all that
-/// comes after: the partition split, the reservation, the log frame and the writer's message.
-/// A body without rows, or one that fails, keeps its own answer.
+/// Bodies in a format other than JSON rows, in one set of arrays. `RowBinary` bodies of one
+/// header and `Native` bodies of the same columns are read straight into it
+/// ([`super::decode_many`]). Otherwise each body is decoded alone, and the rows of those that
+/// hold any are copied into one set of arrays: what the round shares is then all that comes
+/// after decoding, the partition split, the reservation, the log frame and the writer's
+/// message. Either way a body without rows, or one that fails, keeps its own answer.
 fn decoded_apart_joined(
     schema: &TableSchema,
     bodies: &[&[u8]],
     options: &DecodeOptions,
 ) -> Together {
+    if let Some((batch, rows)) = super::decode_many(schema, bodies, options) {
+        return read_as_one(schema, bodies, options, batch, rows);
+    }
     let decoded: Vec<Result<(RecordBatch, u64), DecodeError>> = bodies
         .iter()
         .map(|body| decode_alone(schema, body, options))
@@ -203,6 +208,32 @@ fn decoded_apart_joined(
     Together::Joint(Joint { batch, bytes }, bodies)
 }
 
+/// The answer for bodies read into one set of arrays, `rows` of it each in order; a body of no
+/// rows is answered as it is alone, with a batch of none.
+fn read_as_one(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+    batch: RecordBatch,
+    rows: Vec<usize>,
+) -> Together {
+    let mut offset = 0;
+    let bodies = bodies
+        .iter()
+        .zip(rows)
+        .map(|(body, rows)| match rows {
+            0 => decode_alone(schema, body, options)
+                .map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
+            n => {
+                offset += n;
+                Ok(BodyRows::Joint(offset - n..offset))
+            }
+        })
+        .collect();
+    let bytes = batch.get_array_memory_size() as u64;
+    Together::Joint(Joint { batch, bytes }, bodies)
+}
+
 /// The bodies read once, straight into one set of arrays, when they are JSON rows, the table's
 /// columns are all plain and every row is one that pass is sure of; `None` sends them all the
 /// long way.
@@ -224,22 +255,7 @@ fn plain_together(
     }
     let batch =
         json::decode::decode_plain(schema, texts.iter().copied(), texts.len(), options, &target)?;
-    let mut offset = 0;
-    let bodies = bodies
-        .iter()
-        .zip(counts)
-        .map(|(body, rows)| match rows {
-            // An empty body is answered as it is alone: a batch of no rows.
-            0 => decode_alone(schema, body, options)
-                .map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
-            n => {
-                offset += n;
-                Ok(BodyRows::Joint(offset - n..offset))
-            }
-        })
-        .collect();
-    let bytes = batch.get_array_memory_size() as u64;
-    Some(Together::Joint(Joint { batch, bytes }, bodies))
+    Some(read_as_one(schema, bodies, options, batch, counts))
 }
 
 #[cfg(test)]
@@ -396,6 +412,141 @@ mod tests {
             ),
             "plain ClickHouse bodies were not read together"
         );
+    }
+
+    /// A string as ClickHouse's binary formats write it: its length, then its bytes.
+    fn put_string(out: &mut Vec<u8>, text: &str) {
+        out.push(text.len() as u8);
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    /// `RowBinary` rows of `id` and a nullable `name`, behind `header` when it is given.
+    fn row_binary(header: Option<[&str; 2]>, rows: &[(i64, Option<&str>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(names) = header {
+            out.push(2);
+            names.iter().for_each(|name| put_string(&mut out, name));
+            for ty in ["Int64", "Nullable(String)"] {
+                put_string(&mut out, ty);
+            }
+        }
+        for (id, name) in rows {
+            out.extend_from_slice(&id.to_le_bytes());
+            match name {
+                Some(name) => {
+                    out.push(0);
+                    put_string(&mut out, name);
+                }
+                None => out.push(1),
+            }
+        }
+        out
+    }
+
+    /// A `Native` block of `id` and a nullable `name`.
+    fn native_block(rows: &[(i64, Option<&str>)]) -> Vec<u8> {
+        let mut out = vec![2, rows.len() as u8];
+        put_string(&mut out, "id");
+        put_string(&mut out, "Int64");
+        rows.iter()
+            .for_each(|(id, _)| out.extend_from_slice(&id.to_le_bytes()));
+        put_string(&mut out, "name");
+        put_string(&mut out, "Nullable(String)");
+        out.extend(rows.iter().map(|(_, name)| u8::from(name.is_none())));
+        rows.iter()
+            .for_each(|(_, name)| put_string(&mut out, name.unwrap_or("")));
+        out
+    }
+
+    /// Each body's answer from [`decode_together`], as a batch or an error.
+    fn answers(bodies: &[&[u8]], options: &DecodeOptions) -> Vec<Result<RecordBatch, DecodeError>> {
+        match decode_together(&schema(), bodies, options) {
+            Together::Joint(joint, rows) => rows
+                .into_iter()
+                .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
+                .collect(),
+            Together::Apart(batches) => batches
+                .into_iter()
+                .map(|decoded| decoded.map(|(batch, _)| batch))
+                .collect(),
+        }
+    }
+
+    /// `RowBinary` bodies of one header and `Native` bodies of the same columns are read into
+    /// one set of arrays; a body with another header, or one that fails, sends every body to be
+    /// decoded alone. Each body gets the rows, or the error, it gets alone.
+    #[test]
+    fn binary_bodies_of_one_header_are_read_as_one() {
+        use crate::options::Header;
+        let with_types = DecodeOptions {
+            format: InputFormat::RowBinary(Header::NamesAndTypes),
+            ..DecodeOptions::default()
+        };
+        let plain = DecodeOptions {
+            format: InputFormat::RowBinary(Header::None),
+            ..DecodeOptions::default()
+        };
+        let native = DecodeOptions {
+            format: InputFormat::Native,
+            ..DecodeOptions::default()
+        };
+        let named = Some(["id", "name"]);
+        let [a, b]: [&[(i64, Option<&str>)]; 2] = [&[(1, Some("a")), (2, None)], &[(3, Some("c"))]];
+        let cases: Vec<(DecodeOptions, Vec<Vec<u8>>, bool)> = vec![
+            (
+                with_types.clone(),
+                vec![
+                    row_binary(named, a),
+                    row_binary(named, &[]),
+                    row_binary(named, b),
+                ],
+                true,
+            ),
+            (
+                plain.clone(),
+                vec![row_binary(None, a), Vec::new(), row_binary(None, b)],
+                true,
+            ),
+            (
+                native.clone(),
+                vec![
+                    native_block(a),
+                    Vec::new(),
+                    [native_block(b), native_block(a)].concat(),
+                ],
+                true,
+            ),
+            // Another order of the header's columns.
+            (
+                with_types,
+                vec![row_binary(named, a), row_binary(Some(["name", "id"]), b)],
+                false,
+            ),
+            // A row cut short.
+            (
+                plain,
+                vec![row_binary(None, a), row_binary(None, b)[..5].to_vec()],
+                false,
+            ),
+            (
+                native,
+                vec![native_block(a), native_block(b)[..9].to_vec()],
+                false,
+            ),
+        ];
+        for (options, bodies, as_one) in cases {
+            let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+            let read = super::super::decode_many(&schema(), &refs, &options);
+            assert_eq!(read.is_some(), as_one, "{:?} {bodies:?}", options.format);
+            for (body, answer) in refs.iter().zip(answers(&refs, &options)) {
+                assert_eq!(
+                    answer,
+                    decode(&schema(), body, &options),
+                    "{:?} {body:?}",
+                    options.format
+                );
+            }
+        }
     }
 
     /// A body joins others when its rows frame the same with bodies logged after it: any body of

@@ -76,8 +76,49 @@ pub(crate) fn decode(
     body: &[u8],
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
+    let mut built = None;
+    read_blocks(schema, body, options, &mut built)?;
+    finish(schema, built)
+}
+
+/// Bodies of Native blocks decoded into one set of columns, and each body's rows. `None` when a
+/// body names other columns than the first or any body fails: each is then decoded alone, which
+/// names its own error.
+pub(crate) fn decode_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let mut built: Option<Built<'_>> = None;
+    let rows_so_far = |built: &Option<Built<'_>>| built.as_ref().map_or(0, |(_, c)| c.rows());
+    let mut rows = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let before = rows_so_far(&built);
+        read_blocks(schema, body, options, &mut built).ok()?;
+        rows.push(rows_so_far(&built) - before);
+    }
+    Some((finish(schema, built).ok()?, rows))
+}
+
+/// The names the first block with rows gave its columns, and the table's columns built so far.
+type Built<'s> = (Vec<String>, Columns<'s>);
+
+/// The arrays built, or none for a body of no rows.
+fn finish(schema: &TableSchema, built: Option<Built<'_>>) -> Result<RecordBatch, DecodeError> {
+    match built {
+        Some((_, columns)) => columns.finish(),
+        None => Ok(RecordBatch::new_empty(schema.arrow().clone())),
+    }
+}
+
+/// Reads a body's blocks into `built`, made at the first block with rows.
+fn read_blocks<'s>(
+    schema: &'s TableSchema,
+    body: &[u8],
+    options: &DecodeOptions,
+    built: &mut Option<Built<'s>>,
+) -> Result<(), DecodeError> {
     let mut input = Input::new(body);
-    let mut built: Option<(Vec<String>, Columns<'_>)> = None;
     while !input.is_empty() {
         let first_row = built.as_ref().map_or(0, |(_, c)| c.rows()) + 1;
         let whole = |e: String| at_row(first_row, DecodeError::new(None, None, e));
@@ -90,7 +131,7 @@ pub(crate) fn decode(
             skip_columns(&mut input, columns, 0).map_err(whole)?;
             continue;
         }
-        let (names, table) = match &mut built {
+        let (names, table) = match built {
             Some(built) => built,
             None => {
                 let names: Vec<String> = block_columns(input.clone(), columns, rows, first_row)?
@@ -107,10 +148,7 @@ pub(crate) fn decode(
         };
         block.read(&mut input, columns, table)?;
     }
-    match built {
-        Some((_, columns)) => columns.finish(),
-        None => Ok(RecordBatch::new_empty(schema.arrow().clone())),
-    }
+    Ok(())
 }
 
 /// Moves past `columns` columns of `rows` rows each.
