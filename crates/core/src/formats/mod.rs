@@ -62,10 +62,10 @@ pub fn decode(
     crate::values::conform(batch, schema)
 }
 
-/// `bodies`, in a format that carries its columns' names in each body, decoded into one set of
-/// arrays, with each body's rows: `RowBinary` bodies that share their header, and `Native`
-/// bodies whose blocks name the same columns. `None` for any other format, or when a body does
-/// not decode so: each body then decodes alone, as [`decode`] gives it.
+/// `bodies` decoded into one set of arrays, with each body's rows: `RowBinary` bodies that share
+/// their header, `Native` bodies whose blocks name the same columns, and `TabSeparated` and CSV
+/// bodies without a header. `None` for any other format, or when a body does not decode so:
+/// each body then decodes alone, as [`decode`] gives it.
 pub(crate) fn decode_many(
     schema: &TableSchema,
     bodies: &[&[u8]],
@@ -74,6 +74,10 @@ pub(crate) fn decode_many(
     let (batch, rows) = match options.format {
         InputFormat::RowBinary(header) => rowbinary::decode_many(schema, bodies, header, options),
         InputFormat::Native => native::decode_many(schema, bodies, options),
+        InputFormat::TabSeparated(Header::None) => {
+            separated::decode_tsv_many(schema, bodies, options)
+        }
+        InputFormat::Csv(Header::None) => separated::decode_csv_many(schema, bodies, options),
         _ => None,
     }?;
     Some((crate::values::conform(batch, schema).ok()?, rows))

@@ -39,6 +39,33 @@ pub(crate) fn decode_tsv(
         _ => tsv_header(&mut lines, header)?,
     };
     let mut columns = Columns::new(schema, &names, options)?;
+    read_tsv_rows(lines, &mut columns)?;
+    columns.finish()
+}
+
+/// `TabSeparated` bodies without a header decoded into one set of columns, and each body's
+/// rows; `None` when any body fails, for each to be decoded alone.
+pub(crate) fn decode_tsv_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let names = body_columns(schema, options.columns.as_deref());
+    let mut columns = Columns::new(schema, &names, options).ok()?;
+    let mut rows = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let before = columns.rows();
+        read_tsv_rows(tsv_lines(body).ok()?, &mut columns).ok()?;
+        rows.push(columns.rows() - before);
+    }
+    Some((columns.finish().ok()?, rows))
+}
+
+/// Reads `TabSeparated` lines as rows of `columns`.
+fn read_tsv_rows<'a>(
+    lines: impl Iterator<Item = (usize, &'a str)>,
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
     for (line, text) in lines {
         let at = |e: DecodeError| at_line(line, e);
         let fields: Vec<&str> = text.split('\t').collect();
@@ -60,7 +87,7 @@ pub(crate) fn decode_tsv(
         }
         columns.end_row().map_err(at)?;
     }
-    columns.finish()
+    Ok(())
 }
 
 /// The body's lines, numbered from 1, without the empty one after a final newline.
@@ -186,6 +213,37 @@ pub(crate) fn decode_csv(
     };
     let mut columns = Columns::new(schema, &names, options)?;
     let spans = csv_spans(&columns, types.as_deref());
+    read_csv_records(&mut records, &spans, &mut columns)?;
+    columns.finish()
+}
+
+/// CSV bodies without a header decoded into one set of columns, and each body's rows; `None`
+/// when any body fails, for each to be decoded alone.
+pub(crate) fn decode_csv_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let names = body_columns(schema, options.columns.as_deref());
+    let mut columns = Columns::new(schema, &names, options).ok()?;
+    let spans = csv_spans(&columns, None);
+    let delimiter = options.csv_delimiter.unwrap_or(b',');
+    let mut rows = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let before = columns.rows();
+        let mut records = Records::new(body, delimiter);
+        read_csv_records(&mut records, &spans, &mut columns).ok()?;
+        rows.push(columns.rows() - before);
+    }
+    Some((columns.finish().ok()?, rows))
+}
+
+/// Reads CSV records as rows of `columns`, each column taking its span of values.
+fn read_csv_records(
+    records: &mut Records<'_>,
+    spans: &[usize],
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
     let width: usize = spans.iter().sum();
     while let Some(record) = records.next_record() {
         let line = record.line;
@@ -215,7 +273,7 @@ pub(crate) fn decode_csv(
         }
         columns.end_row().map_err(at)?;
     }
-    columns.finish()
+    Ok(())
 }
 
 fn is_struct(ty: &ColumnType) -> bool {

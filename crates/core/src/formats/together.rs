@@ -472,11 +472,12 @@ mod tests {
         }
     }
 
-    /// `RowBinary` bodies of one header and `Native` bodies of the same columns are read into
-    /// one set of arrays; a body with another header, or one that fails, sends every body to be
-    /// decoded alone. Each body gets the rows, or the error, it gets alone.
+    /// `RowBinary` bodies of one header, `Native` bodies of the same columns, and CSV and
+    /// `TabSeparated` bodies without a header are read into one set of arrays; a body with
+    /// another header, or one that fails, sends every body to be decoded alone. Each body gets
+    /// the rows, or the error, it gets alone.
     #[test]
-    fn binary_bodies_of_one_header_are_read_as_one() {
+    fn bodies_of_one_header_are_read_as_one() {
         use crate::options::Header;
         let with_types = DecodeOptions {
             format: InputFormat::RowBinary(Header::NamesAndTypes),
@@ -534,6 +535,39 @@ mod tests {
                 false,
             ),
         ];
+        let text = |format, bodies: [&str; 3], as_one| {
+            let options = DecodeOptions {
+                format,
+                ..DecodeOptions::default()
+            };
+            (
+                options,
+                bodies.map(|b| b.as_bytes().to_vec()).to_vec(),
+                as_one,
+            )
+        };
+        let cases = cases.into_iter().chain([
+            text(
+                InputFormat::Csv(Header::None),
+                ["1,a\n2,b\n", "", "3,\"c\n\""],
+                true,
+            ),
+            text(
+                InputFormat::Csv(Header::None),
+                ["1,a", "2,\"b", "x,c"],
+                false,
+            ),
+            text(
+                InputFormat::TabSeparated(Header::None),
+                ["1\ta\n", "\n", "2\t\\N"],
+                true,
+            ),
+            text(
+                InputFormat::TabSeparated(Header::None),
+                ["1\ta", "x\tb", "2\tc"],
+                false,
+            ),
+        ]);
         for (options, bodies, as_one) in cases {
             let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
             let read = super::super::decode_many(&schema(), &refs, &options);
