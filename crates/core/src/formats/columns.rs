@@ -212,6 +212,22 @@ impl<'s> Columns<'s> {
         Ok(())
     }
 
+    /// Reads `bodies` one after another with `read`, then finishes: the batch, and each body's
+    /// rows. `None` when a body fails, whose rows may be half read.
+    pub(crate) fn read_each(
+        mut self,
+        bodies: &[&[u8]],
+        mut read: impl FnMut(&[u8], &mut Self) -> Result<(), DecodeError>,
+    ) -> Option<(RecordBatch, Vec<usize>)> {
+        let mut rows = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let before = self.rows;
+            read(body, &mut self).ok()?;
+            rows.push(self.rows - before);
+        }
+        Some((self.finish().ok()?, rows))
+    }
+
     /// The rows as a batch of the table's schema.
     pub(crate) fn finish(mut self) -> Result<RecordBatch, DecodeError> {
         let arrays: Vec<ArrayRef> = self

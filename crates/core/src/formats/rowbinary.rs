@@ -169,20 +169,17 @@ pub(crate) fn decode_many(
     header: Header,
     options: &DecodeOptions,
 ) -> Option<(RecordBatch, Vec<usize>)> {
-    let (first, others) = bodies.split_first()?;
+    let first = bodies.first()?;
     let mut input = Input::new(first);
     let declared = read_header(&mut input, header).ok()?;
     let header_bytes = &first[..input.pos()];
-    let (names, types, mut columns) = prepare(schema, declared, options).ok()?;
-    read_rows(&mut input, (&names, &types), &mut columns).ok()?;
-    let mut rows = vec![columns.rows()];
-    for body in others {
-        let before = columns.rows();
-        let mut input = Input::new(body.strip_prefix(header_bytes)?);
-        read_rows(&mut input, (&names, &types), &mut columns).ok()?;
-        rows.push(columns.rows() - before);
-    }
-    Some((columns.finish().ok()?, rows))
+    let (names, types, columns) = prepare(schema, declared, options).ok()?;
+    columns.read_each(bodies, |body, columns| {
+        let rows = body.strip_prefix(header_bytes).ok_or_else(|| {
+            DecodeError::new(None, None, "header: not the round's first".to_owned())
+        })?;
+        read_rows(&mut Input::new(rows), (&names, &types), columns)
+    })
 }
 
 /// Reads rows of the columns `names`, each read as its type in `types`, to the end of `input`.

@@ -51,14 +51,10 @@ pub(crate) fn decode_tsv_many(
     options: &DecodeOptions,
 ) -> Option<(RecordBatch, Vec<usize>)> {
     let names = body_columns(schema, options.columns.as_deref());
-    let mut columns = Columns::new(schema, &names, options).ok()?;
-    let mut rows = Vec::with_capacity(bodies.len());
-    for body in bodies {
-        let before = columns.rows();
-        read_tsv_rows(tsv_lines(body).ok()?, &mut columns).ok()?;
-        rows.push(columns.rows() - before);
-    }
-    Some((columns.finish().ok()?, rows))
+    let columns = Columns::new(schema, &names, options).ok()?;
+    columns.read_each(bodies, |body, columns| {
+        read_tsv_rows(tsv_lines(body)?, columns)
+    })
 }
 
 /// Reads `TabSeparated` lines as rows of `columns`.
@@ -225,17 +221,12 @@ pub(crate) fn decode_csv_many(
     options: &DecodeOptions,
 ) -> Option<(RecordBatch, Vec<usize>)> {
     let names = body_columns(schema, options.columns.as_deref());
-    let mut columns = Columns::new(schema, &names, options).ok()?;
+    let columns = Columns::new(schema, &names, options).ok()?;
     let spans = csv_spans(&columns, None);
     let delimiter = options.csv_delimiter.unwrap_or(b',');
-    let mut rows = Vec::with_capacity(bodies.len());
-    for body in bodies {
-        let before = columns.rows();
-        let mut records = Records::new(body, delimiter);
-        read_csv_records(&mut records, &spans, &mut columns).ok()?;
-        rows.push(columns.rows() - before);
-    }
-    Some((columns.finish().ok()?, rows))
+    columns.read_each(bodies, |body, columns| {
+        read_csv_records(&mut Records::new(body, delimiter), &spans, columns)
+    })
 }
 
 /// Reads CSV records as rows of `columns`, each column taking its span of values.

@@ -116,20 +116,12 @@ pub fn decode_together(
             .collect();
         return Together::Apart(batches);
     };
-    let mut offset = 0;
-    let bodies = bodies
-        .iter()
-        .zip(planned)
-        .map(|(body, plan)| match plan? {
-            Some(n) if n > 0 => {
-                offset += n;
-                Ok(BodyRows::Joint(offset - n..offset))
-            }
-            _ => alone(body).map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
-        })
-        .collect();
-    let bytes = batch.get_array_memory_size() as u64;
-    Together::Joint(Joint { batch, bytes }, bodies)
+    let places = bodies.iter().zip(planned).map(|(body, plan)| match plan {
+        Ok(Some(n)) if n > 0 => Place::Rows(n),
+        Ok(_) => Place::Own(alone(body).map(|(batch, bytes)| BodyRows::Alone(batch, bytes))),
+        Err(error) => Place::Own(Err(error)),
+    });
+    joint_of(batch, places)
 }
 
 /// Whether `body`, read with `options`, may be decoded and logged with other bodies. A body in
@@ -193,15 +185,29 @@ fn decoded_apart_joined(
     let Some(batch) = joined else {
         return Together::Apart(decoded);
     };
+    let places = decoded.into_iter().map(|body| match body {
+        Ok((batch, _)) if batch.num_rows() > 0 => Place::Rows(batch.num_rows()),
+        own => Place::Own(own.map(|(batch, bytes)| BodyRows::Alone(batch, bytes))),
+    });
+    joint_of(batch, places)
+}
+
+/// Where a body's answer is: rows of the joint arrays, next after the body before's, or its own.
+enum Place {
+    Rows(usize),
+    Own(Result<BodyRows, DecodeError>),
+}
+
+/// The answer for bodies whose rows lie one after another in `batch`, in the order of `places`.
+fn joint_of(batch: RecordBatch, places: impl Iterator<Item = Place>) -> Together {
     let mut offset = 0;
-    let bodies = decoded
-        .into_iter()
-        .map(|body| match body? {
-            (batch, _) if batch.num_rows() > 0 => {
-                offset += batch.num_rows();
-                Ok(BodyRows::Joint(offset - batch.num_rows()..offset))
+    let bodies = places
+        .map(|place| match place {
+            Place::Rows(n) => {
+                offset += n;
+                Ok(BodyRows::Joint(offset - n..offset))
             }
-            (batch, bytes) => Ok(BodyRows::Alone(batch, bytes)),
+            Place::Own(answer) => answer,
         })
         .collect();
     let bytes = batch.get_array_memory_size() as u64;
@@ -217,21 +223,13 @@ fn read_as_one(
     batch: RecordBatch,
     rows: Vec<usize>,
 ) -> Together {
-    let mut offset = 0;
-    let bodies = bodies
-        .iter()
-        .zip(rows)
-        .map(|(body, rows)| match rows {
-            0 => decode_alone(schema, body, options)
-                .map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
-            n => {
-                offset += n;
-                Ok(BodyRows::Joint(offset - n..offset))
-            }
-        })
-        .collect();
-    let bytes = batch.get_array_memory_size() as u64;
-    Together::Joint(Joint { batch, bytes }, bodies)
+    let places = bodies.iter().zip(rows).map(|(body, rows)| match rows {
+        0 => Place::Own(
+            decode_alone(schema, body, options).map(|(batch, bytes)| BodyRows::Alone(batch, bytes)),
+        ),
+        n => Place::Rows(n),
+    });
+    joint_of(batch, places)
 }
 
 /// The bodies read once, straight into one set of arrays, when they are JSON rows, the table's
