@@ -38,9 +38,9 @@
 //! refuses by kind rather than misreading. Kind 4 holds the bodies of several inserts of one
 //! round in such a format, each decoded alone at replay: unlike JSON rows, their bodies do not
 //! always read as the same rows once they follow one another (a CSV body may end inside a
-//! quote). An older sluice refuses kind 4 the same way. A positional body (no header) is logged with the
-//! column names its values were read by, so a column added to the table since does not shift
-//! them at replay.
+//! quote). An older sluice refuses kind 4 the same way. A positional body (no header) is logged
+//! with the column names its values were read by, so a column added to the table since does
+//! not shift them at replay.
 
 use arrow::array::RecordBatch;
 use sluice_core::{DecodeOptions, Header, InputFormat, JsonDialect};

@@ -61,8 +61,8 @@ impl Joint {
 
 /// What [`decode`] gives each of `bodies`, read with `options`, with the bodies that allow it
 /// decoded together: one set of arrays is built for all of them, and each such body's rows are
-/// a range of it. Bodies in a format other than JSON rows are each decoded alone, and the rows
-/// of those that hold any are copied into one set of arrays.
+/// a range of it. Bodies in a format other than JSON rows are read into it together where the
+/// format allows, and otherwise decoded alone and their rows copied into it.
 /// For JSON rows of a table of plain columns whose rows the direct pass is sure of,
 /// every body is read once into those arrays. Otherwise, for sluice's NDJSON with
 /// [`DecodeOptions::default`], arrow-json builds them from the bodies the strict check passed;
@@ -77,7 +77,7 @@ pub fn decode_together(
     options: &DecodeOptions,
 ) -> Together {
     if options.format != InputFormat::JsonEachRow {
-        return decoded_apart_joined(schema, bodies, options);
+        return other_format_together(schema, bodies, options);
     }
     if let Some(together) = plain_together(schema, bodies, options) {
         return together;
@@ -153,13 +153,14 @@ fn decode_alone(
     })
 }
 
-/// Bodies in a format other than JSON rows, in one set of arrays. `RowBinary` bodies of one
-/// header and `Native` bodies of the same columns are read straight into it
-/// ([`super::decode_many`]). Otherwise each body is decoded alone, and the rows of those that
+/// Bodies in a format other than JSON rows, in one set of arrays. Bodies that
+/// [`super::decode_many`] takes (`RowBinary` of one header, `Native` of the same columns, CSV and
+/// `TabSeparated` without a header) are read straight into it. Otherwise each body is decoded
+/// alone, and the rows of those that
 /// hold any are copied into one set of arrays: what the round shares is then all that comes
 /// after decoding, the partition split, the reservation, the log frame and the writer's
 /// message. Either way a body without rows, or one that fails, keeps its own answer.
-fn decoded_apart_joined(
+fn other_format_together(
     schema: &TableSchema,
     bodies: &[&[u8]],
     options: &DecodeOptions,
