@@ -156,10 +156,10 @@ fn decode_alone(
 /// Bodies in a format other than JSON rows, in one set of arrays. Bodies that
 /// [`super::decode_many`] takes (`RowBinary` of one header, `Native` of the same columns, CSV and
 /// `TabSeparated` without a header) are read straight into it. Otherwise each body is decoded
-/// alone, and the rows of those that
-/// hold any are copied into one set of arrays: what the round shares is then all that comes
-/// after decoding, the partition split, the reservation, the log frame and the writer's
-/// message. Either way a body without rows, or one that fails, keeps its own answer.
+/// alone, and the rows of those that hold any are copied into one set of arrays: what the round
+/// shares is then all that comes after decoding, the partition split, the reservation, the log
+/// frame and the writer's message. Either way a body without rows, or one that fails, keeps its
+/// own answer.
 fn other_format_together(
     schema: &TableSchema,
     bodies: &[&[u8]],
