@@ -40,22 +40,60 @@ pub(crate) fn decode(
     header: Header,
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
-    let listed = options.columns.as_deref();
-    let mut rows = Rows {
-        body,
-        pos: 0,
-        row: 0,
-    };
-    let names = match header {
-        Header::None => body_columns(schema, listed),
+    let mut rows = Rows::new(body);
+    let names = header_names(&mut rows, schema, header, options)?;
+    let mut columns = Columns::new(schema, &names, options)?;
+    read_rows(&mut rows, &names, &mut columns)?;
+    columns.finish()
+}
+
+/// `JSONCompactEachRow` bodies whose headers, if they have one, name the first body's columns,
+/// decoded into one set of columns, and each body's rows; `None` when any body fails or names
+/// other columns, for each to be decoded alone.
+pub(crate) fn decode_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    header: Header,
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let first = bodies.first()?;
+    let names = header_names(&mut Rows::new(first), schema, header, options).ok()?;
+    let columns = Columns::new(schema, &names, options).ok()?;
+    columns.read_each(bodies, |body, columns| {
+        let mut rows = Rows::new(body);
+        if header != Header::None && header_names(&mut rows, schema, header, options)? != names {
+            let message = "header: not the round's first".to_owned();
+            return Err(DecodeError::new(None, None, message));
+        }
+        read_rows(&mut rows, &names, columns)
+    })
+}
+
+/// The names of the body's columns: its header's, which it reads (the types row is skipped:
+/// the table's types decide how values are read), or the insert's column list or the table's.
+fn header_names(
+    rows: &mut Rows<'_>,
+    schema: &TableSchema,
+    header: Header,
+    options: &DecodeOptions,
+) -> Result<Vec<String>, DecodeError> {
+    Ok(match header {
+        Header::None => body_columns(schema, options.columns.as_deref()),
         Header::Names => rows.strings()?.unwrap_or_default(),
         Header::NamesAndTypes => {
             let names = rows.strings()?.unwrap_or_default();
             rows.strings()?;
             names
         }
-    };
-    let mut columns = Columns::new(schema, &names, options)?;
+    })
+}
+
+/// Reads the rows left in `rows` into `columns`, the columns `names`.
+fn read_rows(
+    rows: &mut Rows<'_>,
+    names: &[String],
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
     while let Some(values) = rows.next_row()? {
         let row = rows.row;
         if values.len() != columns.width() {
@@ -96,16 +134,12 @@ pub(crate) fn decode(
         }
         columns.end_row().map_err(|e| at_row(row, e))?;
     }
-    columns.finish()
+    Ok(())
 }
 
 /// The columns a `JSONCompactEachRowWithNamesAndTypes` header declares.
 pub(crate) fn declared_columns(body: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
-    let mut rows = Rows {
-        body,
-        pos: 0,
-        row: 0,
-    };
+    let mut rows = Rows::new(body);
     let missing = || {
         DecodeError::new(
             None,
@@ -297,6 +331,14 @@ struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    fn new(body: &'a [u8]) -> Self {
+        Self {
+            body,
+            pos: 0,
+            row: 0,
+        }
+    }
+
     /// The next row, its elements as their JSON text, or `None` at the end of the body.
     fn next_row(&mut self) -> Result<Option<Vec<&'a RawValue>>, DecodeError> {
         self.skip_separator();
@@ -312,27 +354,27 @@ impl<'a> Rows<'a> {
                 DecodeError::new(None, None, format!("invalid JSON: {e}")),
             )
         };
-        let mut stream =
-            serde_json::Deserializer::from_slice(&body[self.pos..]).into_iter::<&RawValue>();
-        let parsed = match stream.next() {
-            Some(Ok(parsed)) => parsed,
-            Some(Err(e)) => return Err(invalid(e)),
-            None => return Ok(None),
-        };
-        self.pos += stream.byte_offset();
-        if !parsed.get().starts_with('[') {
-            return Err(at_row(
-                row,
-                DecodeError::new(
-                    None,
-                    None,
-                    "a row must be a JSON array of values".to_owned(),
-                ),
-            ));
+        let rest = &body[self.pos..];
+        if !rest.starts_with(b"[") {
+            // Refused as invalid JSON when it is not JSON at all.
+            let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
+            if let Some(Err(e)) = stream.next() {
+                return Err(invalid(e));
+            }
+            let message = "a row must be a JSON array of values".to_owned();
+            return Err(at_row(row, DecodeError::new(None, None, message)));
         }
-        serde_json::from_str(parsed.get())
-            .map(Some)
-            .map_err(invalid)
+        // The row's elements are found in the one pass that finds its end.
+        let mut stream =
+            serde_json::Deserializer::from_slice(rest).into_iter::<Vec<&'a RawValue>>();
+        match stream.next() {
+            Some(Ok(values)) => {
+                self.pos += stream.byte_offset();
+                Ok(Some(values))
+            }
+            Some(Err(e)) => Err(invalid(e)),
+            None => Ok(None),
+        }
     }
 
     /// A header row: an array of strings.

@@ -63,9 +63,10 @@ pub fn decode(
 }
 
 /// `bodies` decoded into one set of arrays, with each body's rows: `RowBinary` bodies that share
-/// their header, `Native` bodies whose blocks name the same columns, and `TabSeparated` and CSV
-/// bodies without a header. `None` for any other format, or when a body does not decode so:
-/// each body then decodes alone, as [`decode`] gives it.
+/// their header, `Native` bodies whose blocks name the same columns, `JSONCompactEachRow`,
+/// `TabSeparated` and CSV bodies whose headers, if any, are the first body's, and `Values`.
+/// `None` for `JSONStringsEachRow`, or when a body does not decode so: each body then decodes
+/// alone, as [`decode`] gives it.
 pub(crate) fn decode_many(
     schema: &TableSchema,
     bodies: &[&[u8]],
@@ -74,10 +75,14 @@ pub(crate) fn decode_many(
     let (batch, rows) = match options.format {
         InputFormat::RowBinary(header) => rowbinary::decode_many(schema, bodies, header, options),
         InputFormat::Native => native::decode_many(schema, bodies, options),
-        InputFormat::TabSeparated(Header::None) => {
-            separated::decode_tsv_many(schema, bodies, options)
+        InputFormat::TabSeparated(header) => {
+            separated::decode_tsv_many(schema, bodies, header, options)
         }
-        InputFormat::Csv(Header::None) => separated::decode_csv_many(schema, bodies, options),
+        InputFormat::Csv(header) => separated::decode_csv_many(schema, bodies, header, options),
+        InputFormat::Values => values::decode_many(schema, bodies, options),
+        InputFormat::JsonCompactEachRow(header) => {
+            compact::decode_many(schema, bodies, header, options)
+        }
         _ => None,
     }?;
     Some((crate::values::conform(batch, schema).ok()?, rows))

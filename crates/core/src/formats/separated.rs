@@ -43,18 +43,32 @@ pub(crate) fn decode_tsv(
     columns.finish()
 }
 
-/// `TabSeparated` bodies without a header decoded into one set of columns, and each body's
-/// rows; `None` when any body fails, for each to be decoded alone.
+/// `TabSeparated` bodies whose headers, if they have one, name the first body's columns,
+/// decoded into one set of columns, and each body's rows; `None` when any body fails or names
+/// other columns, for each to be decoded alone.
 pub(crate) fn decode_tsv_many(
     schema: &TableSchema,
     bodies: &[&[u8]],
+    header: Header,
     options: &DecodeOptions,
 ) -> Option<(RecordBatch, Vec<usize>)> {
-    let names = body_columns(schema, options.columns.as_deref());
+    let names = match header {
+        Header::None => body_columns(schema, options.columns.as_deref()),
+        _ => tsv_header(&mut tsv_lines(bodies.first()?).ok()?, header).ok()?,
+    };
     let columns = Columns::new(schema, &names, options).ok()?;
     columns.read_each(bodies, |body, columns| {
-        read_tsv_rows(tsv_lines(body)?, columns)
+        let mut lines = tsv_lines(body)?;
+        if header != Header::None && tsv_header(&mut lines, header)? != names {
+            return Err(not_the_first_header());
+        }
+        read_tsv_rows(lines, columns)
     })
+}
+
+/// Why a body is not read with a round's others: its header is not the first body's.
+fn not_the_first_header() -> DecodeError {
+    DecodeError::new(None, None, "header: not the round's first".to_owned())
 }
 
 /// Reads `TabSeparated` lines as rows of `columns`.
@@ -213,19 +227,28 @@ pub(crate) fn decode_csv(
     columns.finish()
 }
 
-/// CSV bodies without a header decoded into one set of columns, and each body's rows; `None`
-/// when any body fails, for each to be decoded alone.
+/// CSV bodies whose headers, if they have one, are the first body's, decoded into one set of
+/// columns, and each body's rows; `None` when any body fails or has another header, for each
+/// to be decoded alone.
 pub(crate) fn decode_csv_many(
     schema: &TableSchema,
     bodies: &[&[u8]],
+    header: Header,
     options: &DecodeOptions,
 ) -> Option<(RecordBatch, Vec<usize>)> {
-    let names = body_columns(schema, options.columns.as_deref());
-    let columns = Columns::new(schema, &names, options).ok()?;
-    let spans = csv_spans(&columns, None);
     let delimiter = options.csv_delimiter.unwrap_or(b',');
+    let first = match header {
+        Header::None => (body_columns(schema, options.columns.as_deref()), None),
+        _ => csv_header(&mut Records::new(bodies.first()?, delimiter), header).ok()?,
+    };
+    let columns = Columns::new(schema, &first.0, options).ok()?;
+    let spans = csv_spans(&columns, first.1.as_deref());
     columns.read_each(bodies, |body, columns| {
-        read_csv_records(&mut Records::new(body, delimiter), &spans, columns)
+        let mut records = Records::new(body, delimiter);
+        if header != Header::None && csv_header(&mut records, header)? != first {
+            return Err(not_the_first_header());
+        }
+        read_csv_records(&mut records, &spans, columns)
     })
 }
 

@@ -154,8 +154,8 @@ fn decode_alone(
 }
 
 /// Bodies in a format other than JSON rows, in one set of arrays. Bodies that
-/// [`super::decode_many`] takes (`RowBinary` of one header, `Native` of the same columns, CSV and
-/// `TabSeparated` without a header) are read straight into it. Otherwise each body is decoded
+/// [`super::decode_many`] takes (all but `JSONStringsEachRow`, when their headers agree) are
+/// read straight into it. Otherwise each body is decoded
 /// alone, and the rows of those that hold any are copied into one set of arrays: what the round
 /// shares is then all that comes after decoding, the partition split, the reservation, the log
 /// frame and the writer's message. Either way a body without rows, or one that fails, keeps its
@@ -471,10 +471,10 @@ mod tests {
         }
     }
 
-    /// `RowBinary` bodies of one header, `Native` bodies of the same columns, and CSV and
-    /// `TabSeparated` bodies without a header are read into one set of arrays; a body with
-    /// another header, or one that fails, sends every body to be decoded alone. Each body gets
-    /// the rows, or the error, it gets alone.
+    /// `RowBinary` bodies of one header, `Native` bodies of the same columns, CSV, `TabSeparated`
+    /// and `JSONCompactEachRow` bodies of one header or none, and `Values` are read into one set
+    /// of arrays; a body with another header, or one that fails, sends every body to be decoded
+    /// alone. Each body gets the rows, or the error, it gets alone.
     #[test]
     fn bodies_of_one_header_are_read_as_one() {
         use crate::options::Header;
@@ -534,36 +534,90 @@ mod tests {
                 false,
             ),
         ];
-        let text = |format, bodies: [&str; 3], as_one| {
+        let text = |format, bodies: &[&str], as_one| {
             let options = DecodeOptions {
                 format,
                 ..DecodeOptions::default()
             };
-            (
-                options,
-                bodies.map(|b| b.as_bytes().to_vec()).to_vec(),
-                as_one,
-            )
+            let bodies = bodies.iter().map(|b| b.as_bytes().to_vec()).collect();
+            (options, bodies, as_one)
         };
         let cases = cases.into_iter().chain([
             text(
                 InputFormat::Csv(Header::None),
-                ["1,a\n2,b\n", "", "3,\"c\n\""],
+                &["1,a\n2,b\n", "", "3,\"c\n\""],
                 true,
             ),
             text(
                 InputFormat::Csv(Header::None),
-                ["1,a", "2,\"b", "x,c"],
+                &["1,a", "2,\"b", "x,c"],
+                false,
+            ),
+            text(
+                InputFormat::Csv(Header::NamesAndTypes),
+                &["id,name\nInt64,String\n1,a\n", "id,name\nInt64,String\n2,b"],
+                true,
+            ),
+            // Another header's types.
+            text(
+                InputFormat::Csv(Header::NamesAndTypes),
+                &[
+                    "id,name\nInt64,String\n1,a\n",
+                    "id,name\nInt64,Nullable(String)\n2,b",
+                ],
                 false,
             ),
             text(
                 InputFormat::TabSeparated(Header::None),
-                ["1\ta\n", "\n", "2\t\\N"],
+                &["1\ta\n", "\n", "2\t\\N"],
                 true,
             ),
             text(
                 InputFormat::TabSeparated(Header::None),
-                ["1\ta", "x\tb", "2\tc"],
+                &["1\ta", "x\tb", "2\tc"],
+                false,
+            ),
+            text(
+                InputFormat::TabSeparated(Header::Names),
+                &["id\tname\n1\ta\n", "id\tname\n2\t\\N"],
+                true,
+            ),
+            text(
+                InputFormat::TabSeparated(Header::Names),
+                &["id\tname\n1\ta\n", "name\tid\nb\t2"],
+                false,
+            ),
+            text(
+                InputFormat::Values,
+                &["(1, 'a'), (2, NULL)", "", "(3, 'c');"],
+                true,
+            ),
+            // A body may not open with the comma between rows, whatever came before it.
+            text(InputFormat::Values, &["(1, 'a')", ", (2, 'b')"], false),
+            text(
+                InputFormat::JsonCompactEachRow(Header::None),
+                &["[1, \"a\"]\n[2, null]", "", "[3, \"c\"]"],
+                true,
+            ),
+            text(
+                InputFormat::JsonCompactEachRow(Header::None),
+                &["[1, \"a\"]", "[2, \"b\"", "]"],
+                false,
+            ),
+            text(
+                InputFormat::JsonCompactEachRow(Header::Names),
+                &[
+                    "[\"id\", \"name\"]\n[1, \"a\"]",
+                    "[\"id\", \"name\"]\n[2, null]",
+                ],
+                true,
+            ),
+            text(
+                InputFormat::JsonCompactEachRow(Header::Names),
+                &[
+                    "[\"id\", \"name\"]\n[1, \"a\"]",
+                    "[\"name\", \"id\"]\n[\"b\", 2]",
+                ],
                 false,
             ),
         ]);

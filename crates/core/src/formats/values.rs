@@ -21,18 +21,41 @@ pub(crate) fn decode(
     body: &[u8],
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
-    let listed = options.columns.as_deref();
-    let names = body_columns(schema, listed);
+    let names = body_columns(schema, options.columns.as_deref());
     let mut columns = Columns::new(schema, &names, options)?;
+    read_tuples(body, &names, &mut columns)?;
+    columns.finish()
+}
+
+/// `Values` bodies decoded into one set of columns, and each body's rows; `None` when any body
+/// fails, for each to be decoded alone.
+pub(crate) fn decode_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let names = body_columns(schema, options.columns.as_deref());
+    let columns = Columns::new(schema, &names, options).ok()?;
+    columns.read_each(bodies, |body, columns| read_tuples(body, &names, columns))
+}
+
+/// Reads a body's tuples into `columns`, the columns `names`, after any rows they hold.
+fn read_tuples(
+    body: &[u8],
+    names: &[String],
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
+    let before = columns.rows();
     let mut parser = Parser { body, pos: 0 };
     loop {
         parser.skip_space();
         if parser.at_end() {
             break;
         }
-        let row = columns.rows() + 1;
+        let read = columns.rows() - before;
+        let row = read + 1;
         let at = |message: String| at_row(row, DecodeError::new(None, None, message));
-        if columns.rows() > 0 && parser.peek() == Some(b',') {
+        if read > 0 && parser.peek() == Some(b',') {
             parser.pos += 1;
             parser.skip_space();
         }
@@ -45,10 +68,10 @@ pub(crate) fn decode(
             return Err(at(parser.unexpected("after ';'")));
         }
         parser.expect(b'(').map_err(at)?;
-        tuple(&mut parser, &mut columns, &names, row)?;
+        tuple(&mut parser, columns, names, row)?;
         columns.end_row().map_err(|e| at_row(row, e))?;
     }
-    columns.finish()
+    Ok(())
 }
 
 /// The values of one tuple, its `(` already read.
