@@ -62,11 +62,12 @@ pub fn decode(
     crate::values::conform(batch, schema)
 }
 
-/// `bodies` decoded into one set of arrays, with each body's rows: `RowBinary` bodies that share
-/// their header, `Native` bodies whose blocks name the same columns, `JSONCompactEachRow`,
-/// `TabSeparated` and CSV bodies whose headers, if any, are the first body's, and `Values`.
-/// `None` for `JSONStringsEachRow`, or when a body does not decode so: each body then decodes
-/// alone, as [`decode`] gives it.
+/// `bodies` in one of ClickHouse's formats decoded into one set of arrays, with each body's
+/// rows: `RowBinary` bodies that share their header, `Native` bodies whose blocks name the
+/// same columns, `JSONCompactEachRow`, `TabSeparated` and CSV bodies whose headers, if any, are
+/// the first body's, and any `Values` or `JSONStringsEachRow` bodies. `None` for sluice's JSON
+/// rows, which [`together`] reads its own way, or when a body does not decode so: each body then
+/// decodes alone, as [`decode`] gives it.
 pub(crate) fn decode_many(
     schema: &TableSchema,
     bodies: &[&[u8]],
@@ -83,7 +84,8 @@ pub(crate) fn decode_many(
         InputFormat::JsonCompactEachRow(header) => {
             compact::decode_many(schema, bodies, header, options)
         }
-        _ => None,
+        InputFormat::JsonStringsEachRow => strings::decode_many(schema, bodies, options),
+        InputFormat::JsonEachRow => None,
     }?;
     Some((crate::values::conform(batch, schema).ok()?, rows))
 }

@@ -20,14 +20,43 @@ pub(crate) fn decode(
     body: &[u8],
     options: &DecodeOptions,
 ) -> Result<RecordBatch, DecodeError> {
-    let listed = options.columns.as_deref();
-    let names = body_columns(schema, listed);
-    let index: HashMap<&str, usize> = names
+    let names = body_columns(schema, options.columns.as_deref());
+    let mut columns = Columns::new(schema, &names, options)?;
+    read_objects(body, &positions(&names), options, &mut columns)?;
+    columns.finish()
+}
+
+/// `JSONStringsEachRow` bodies decoded into one set of columns, and each body's rows; `None`
+/// when any body fails, for each to be decoded alone.
+pub(crate) fn decode_many(
+    schema: &TableSchema,
+    bodies: &[&[u8]],
+    options: &DecodeOptions,
+) -> Option<(RecordBatch, Vec<usize>)> {
+    let names = body_columns(schema, options.columns.as_deref());
+    let index = positions(&names);
+    let columns = Columns::new(schema, &names, options).ok()?;
+    columns.read_each(bodies, |body, columns| {
+        read_objects(body, &index, options, columns)
+    })
+}
+
+/// Each column name's position among `names`.
+fn positions(names: &[String]) -> HashMap<&str, usize> {
+    names
         .iter()
         .enumerate()
         .map(|(i, name)| (name.as_str(), i))
-        .collect();
-    let mut columns = Columns::new(schema, &names, options)?;
+        .collect()
+}
+
+/// Reads a body's rows into `columns`, each value into the column `index` places its key at.
+fn read_objects(
+    body: &[u8],
+    index: &HashMap<&str, usize>,
+    options: &DecodeOptions,
+    columns: &mut Columns<'_>,
+) -> Result<(), DecodeError> {
     for (number, row) in frame::rows(body, JsonDialect::ClickHouse)?
         .iter()
         .enumerate()
@@ -39,7 +68,7 @@ pub(crate) fn decode(
                 if options.skip_unknown_fields {
                     continue;
                 }
-                return Err(at(unknown(key, listed.is_some())));
+                return Err(at(unknown(key, options.columns.is_some())));
             };
             columns
                 .put(i, value.as_deref().map_or(Value::Null, Value::Text))
@@ -47,7 +76,7 @@ pub(crate) fn decode(
         }
         columns.end_row().map_err(at)?;
     }
-    columns.finish()
+    Ok(())
 }
 
 /// A row's keys and values; serde_json refuses what is not JSON, a value other than a string or

@@ -154,8 +154,8 @@ fn decode_alone(
 }
 
 /// Bodies in a format other than JSON rows, in one set of arrays. Bodies that
-/// [`super::decode_many`] takes (all but `JSONStringsEachRow`, when their headers agree) are
-/// read straight into it. Otherwise each body is decoded
+/// [`super::decode_many`] takes (those whose headers agree, in any of these formats) are read
+/// straight into it. Otherwise each body is decoded
 /// alone, and the rows of those that hold any are copied into one set of arrays: what the round
 /// shares is then all that comes after decoding, the partition split, the reservation, the log
 /// frame and the writer's message. Either way a body without rows, or one that fails, keeps its
@@ -472,8 +472,8 @@ mod tests {
     }
 
     /// `RowBinary` bodies of one header, `Native` bodies of the same columns, CSV, `TabSeparated`
-    /// and `JSONCompactEachRow` bodies of one header or none, and `Values` are read into one set
-    /// of arrays; a body with another header, or one that fails, sends every body to be decoded
+    /// and `JSONCompactEachRow` bodies of one header or none, `Values` and `JSONStringsEachRow`
+    /// are read into one set of arrays; a body with another header, or one that fails, sends every body to be decoded
     /// alone. Each body gets the rows, or the error, it gets alone.
     #[test]
     fn bodies_of_one_header_are_read_as_one() {
@@ -618,6 +618,20 @@ mod tests {
                     "[\"id\", \"name\"]\n[1, \"a\"]",
                     "[\"name\", \"id\"]\n[\"b\", 2]",
                 ],
+                false,
+            ),
+            text(
+                InputFormat::JsonStringsEachRow,
+                &[
+                    "{\"id\": \"1\", \"name\": \"a\"}\n",
+                    "",
+                    "{\"name\": null, \"id\": \"2\"}",
+                ],
+                true,
+            ),
+            text(
+                InputFormat::JsonStringsEachRow,
+                &["{\"id\": \"1\"}", "{\"id\": 2}"],
                 false,
             ),
         ]);
