@@ -325,6 +325,9 @@ fn shown(text: &str) -> String {
 /// The body's rows, one JSON array at a time.
 struct Rows<'a> {
     body: &'a [u8],
+    /// The body as text, when it is UTF-8: read as text, its strings are not checked again one
+    /// by one.
+    text: Option<&'a str>,
     pos: usize,
     /// The 1-based number of the last row read, header rows included.
     row: usize,
@@ -334,6 +337,7 @@ impl<'a> Rows<'a> {
     fn new(body: &'a [u8]) -> Self {
         Self {
             body,
+            text: std::str::from_utf8(body).ok(),
             pos: 0,
             row: 0,
         }
@@ -364,15 +368,18 @@ impl<'a> Rows<'a> {
             let message = "a row must be a JSON array of values".to_owned();
             return Err(at_row(row, DecodeError::new(None, None, message)));
         }
-        // The row's elements are found in the one pass that finds its end.
-        let mut stream =
-            serde_json::Deserializer::from_slice(rest).into_iter::<Vec<&'a RawValue>>();
-        match stream.next() {
-            Some(Ok(values)) => {
-                self.pos += stream.byte_offset();
+        // The row's elements are found in the one pass that finds its end. A body that is not
+        // UTF-8 is read byte by byte, for serde_json to say where it breaks.
+        let read = match self.text.and_then(|text| text.get(self.pos..)) {
+            Some(text) => next_array(serde_json::Deserializer::from_str(text)),
+            None => next_array(serde_json::Deserializer::from_slice(rest)),
+        };
+        match read {
+            Some((Ok(values), len)) => {
+                self.pos += len;
                 Ok(Some(values))
             }
-            Some(Err(e)) => Err(invalid(e)),
+            Some((Err(e), _)) => Err(invalid(e)),
             None => Ok(None),
         }
     }
@@ -415,6 +422,16 @@ impl<'a> Rows<'a> {
             self.pos += 1;
         }
     }
+}
+
+/// A row's elements, or why they are not JSON, and the bytes the row took.
+type ReadRow<'a> = Option<(Result<Vec<&'a RawValue>, serde_json::Error>, usize)>;
+
+/// The JSON array at the start of `de`'s input; `None` at its end.
+fn next_array<'a, R: serde_json::de::Read<'a>>(de: serde_json::Deserializer<R>) -> ReadRow<'a> {
+    let mut stream = de.into_iter::<Vec<&'a RawValue>>();
+    let row = stream.next()?;
+    Some((row, stream.byte_offset()))
 }
 
 #[cfg(test)]

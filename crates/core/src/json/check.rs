@@ -138,7 +138,6 @@ pub(crate) fn check_as(
         let mut seconds = false;
         let mut json = Vec::new();
         let mut nested = Vec::new();
-        let mut de = serde_json::Deserializer::from_slice(framed.text);
         let row = Row {
             schema,
             kinds,
@@ -150,7 +149,13 @@ pub(crate) fn check_as(
             json: &mut json,
             nested: &mut nested,
         };
-        let Err(error) = row.deserialize(&mut de).and_then(|()| de.end()) else {
+        let read = match std::str::from_utf8(framed.text) {
+            // Checked as UTF-8 in one go rather than string by string; a row that is not UTF-8
+            // is read byte by byte, for serde_json to say where it breaks.
+            Ok(text) => read_row(row, &mut serde_json::Deserializer::from_str(text)),
+            Err(_) => read_row(row, &mut serde_json::Deserializer::from_slice(framed.text)),
+        };
+        let Err(error) = read else {
             if seconds {
                 to_rewrite.in_seconds.push(index);
             }
@@ -371,6 +376,14 @@ impl<'de> Visitor<'de> for Key<'_> {
         }
         Ok(self.schema.index_of(key).ok())
     }
+}
+
+/// Reads one row's text, all of it.
+fn read_row<'de, R: serde_json::de::Read<'de>>(
+    row: Row<'_>,
+    de: &mut serde_json::Deserializer<R>,
+) -> Result<(), serde_json::Error> {
+    row.deserialize(&mut *de).and_then(|()| de.end())
 }
 
 /// A value of a numeric column: `Ok(Err(message))` when it is a number the column must not take,
