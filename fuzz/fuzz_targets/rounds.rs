@@ -9,7 +9,7 @@ mod every_type;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sluice_core::formats::{Together, decode_together, may_join};
+use sluice_core::formats::{decode_together, may_join};
 use sluice_core::{
     Column, ColumnType, DecodeOptions, InputFormat, JsonDialect, TableSchema, decode,
 };
@@ -59,16 +59,7 @@ fuzz_target!(|data: &[u8]| {
     if bodies.is_empty() || !bodies.iter().all(|body| may_join(body, &options)) {
         return;
     }
-    let answers: Vec<_> = match decode_together(schema, &bodies, &options) {
-        Together::Joint(joint, rows) => rows
-            .into_iter()
-            .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
-            .collect(),
-        Together::Apart(batches) => batches
-            .into_iter()
-            .map(|decoded| decoded.map(|(batch, _)| batch))
-            .collect(),
-    };
+    let answers = decode_together(schema, &bodies, &options).into_batches();
     assert_eq!(answers.len(), bodies.len());
     for (body, answer) in bodies.iter().zip(answers) {
         assert_eq!(answer, decode(schema, body, &options), "{format:?} {body:?}");

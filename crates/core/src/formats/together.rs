@@ -13,6 +13,7 @@ use crate::schema::TableSchema;
 
 /// What [`decode_together`] gives a set of bodies.
 #[derive(Debug)]
+#[must_use]
 pub enum Together {
     /// Each body decoded alone, with the Arrow memory its rows take, or its error: no body could
     /// be decoded with others, or decoding them together failed.
@@ -46,6 +47,23 @@ impl Joint {
         let all = self.batch.num_rows().max(1) as u64;
         let share = self.bytes * range.len() as u64 / all;
         (self.batch.slice(range.start, range.len()), share)
+    }
+}
+
+impl Together {
+    /// Each body's rows as a batch, or its error, in the order the bodies came: what [`decode`]
+    /// gives each body alone.
+    pub fn into_batches(self) -> Vec<Result<RecordBatch, DecodeError>> {
+        match self {
+            Together::Joint(joint, rows) => rows
+                .into_iter()
+                .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
+                .collect(),
+            Together::Apart(batches) => batches
+                .into_iter()
+                .map(|decoded| decoded.map(|(batch, _)| batch))
+                .collect(),
+        }
     }
 }
 
@@ -384,17 +402,7 @@ mod tests {
         ];
         for (options, bodies) in cases {
             let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_bytes()).collect();
-            let together = decode_together(&schema(), &refs, &options);
-            let answers: Vec<Result<RecordBatch, DecodeError>> = match together {
-                Together::Joint(joint, rows) => rows
-                    .into_iter()
-                    .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
-                    .collect(),
-                Together::Apart(batches) => batches
-                    .into_iter()
-                    .map(|decoded| decoded.map(|(batch, _)| batch))
-                    .collect(),
-            };
+            let answers = decode_together(&schema(), &refs, &options).into_batches();
             for (body, answer) in bodies.iter().zip(answers) {
                 assert_eq!(
                     answer,
@@ -459,16 +467,7 @@ mod tests {
 
     /// Each body's answer from [`decode_together`], as a batch or an error.
     fn answers(bodies: &[&[u8]], options: &DecodeOptions) -> Vec<Result<RecordBatch, DecodeError>> {
-        match decode_together(&schema(), bodies, options) {
-            Together::Joint(joint, rows) => rows
-                .into_iter()
-                .map(|rows| rows.map(|rows| joint.batch_of(rows).0))
-                .collect(),
-            Together::Apart(batches) => batches
-                .into_iter()
-                .map(|decoded| decoded.map(|(batch, _)| batch))
-                .collect(),
-        }
+        decode_together(&schema(), bodies, options).into_batches()
     }
 
     /// `RowBinary` bodies of one header, `Native` bodies of the same columns, CSV, `TabSeparated`
