@@ -794,15 +794,17 @@ mod tests {
         assert_eq!(decode_ndjson(&schema, body.as_bytes(), &options), Ok(long));
     }
 
-    /// A key that names no column is refused, or skipped, as the strict pass does it.
+    /// A key that names no column is refused, or skipped, as the strict pass does it; a skipped
+    /// value that is not UTF-8 is refused either way.
     #[test]
     fn keys_that_name_no_column_are_judged_as_the_check_judges_them() {
         let schema = schema();
-        let bodies: [&[u8]; 4] = [
+        let bodies: [&[u8]; 5] = [
             b"{\"id\": 1, \"n\xffpe\": 2}",
             b"{\"id\": 1, \"n\tope\": 2}",
             b"{\"id\": 1, \"n\\tope\": 2}",
             b"{\"id\": 1, \"n\\u00e9\": 2}",
+            b"{\"id\": 1, \"nope\": \"\xff\"}",
         ];
         for skip_unknown_fields in [false, true] {
             let options = DecodeOptions {
@@ -817,6 +819,8 @@ mod tests {
                     String::from_utf8_lossy(body)
                 );
             }
+            let skipped_not_utf8 = decode_ndjson(&schema, bodies[4], &options);
+            assert!(skipped_not_utf8.is_err(), "{skipped_not_utf8:?}");
         }
     }
 
