@@ -26,7 +26,7 @@ use super::builder::{Builder, MapBuilder, Step, StructBuilder, Unfit};
 use super::columns::Columns;
 use super::quoted;
 use super::value::Value;
-use super::{Header, at_row, body_columns, pair};
+use super::{Header, at_row, body_columns, not_the_first_header, pair};
 use crate::error::DecodeError;
 use crate::json::Entries;
 use crate::name::printable;
@@ -62,8 +62,7 @@ pub(crate) fn decode_many(
     columns.read_each(bodies, |body, columns| {
         let mut rows = Rows::new(body);
         if header != Header::None && header_names(&mut rows, schema, header, options)? != names {
-            let message = "header: not the round's first".to_owned();
-            return Err(DecodeError::new(None, None, message));
+            return Err(not_the_first_header());
         }
         read_rows(&mut rows, &names, columns)
     })

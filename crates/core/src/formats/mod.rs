@@ -151,6 +151,12 @@ fn columns_of(declared: Vec<(String, String)>) -> Result<TableSchema, DecodeErro
     TableSchema::new(columns).map_err(|e| DecodeError::new(None, None, e.to_string()))
 }
 
+/// Why a body is not read with a round's others in [`decode_many`]: its header is not the first
+/// body's. Never shown: the body is then decoded alone.
+fn not_the_first_header() -> DecodeError {
+    DecodeError::new(None, None, "header: not the round's first".to_owned())
+}
+
 /// The names of the body's columns when it has no header: the insert's column list, else the
 /// table's columns in order.
 fn body_columns(schema: &TableSchema, listed: Option<&[String]>) -> Vec<String> {

@@ -18,7 +18,7 @@ use super::fit::fits;
 use super::quoted;
 use super::value::{Value, to_text};
 use super::wire::{Input, WireType};
-use super::{Header, at_row, body_columns};
+use super::{Header, at_row, body_columns, not_the_first_header};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
@@ -175,9 +175,9 @@ pub(crate) fn decode_many(
     let header_bytes = &first[..input.pos()];
     let (names, types, columns) = prepare(schema, declared, options).ok()?;
     columns.read_each(bodies, |body, columns| {
-        let rows = body.strip_prefix(header_bytes).ok_or_else(|| {
-            DecodeError::new(None, None, "header: not the round's first".to_owned())
-        })?;
+        let rows = body
+            .strip_prefix(header_bytes)
+            .ok_or_else(not_the_first_header)?;
         read_rows(&mut Input::new(rows), (&names, &types), columns)
     })
 }

@@ -20,7 +20,7 @@ use super::csv_records::{Record, Records};
 use super::quoted;
 use super::value::Value;
 use super::wire::WireType;
-use super::{Header, body_columns, pair};
+use super::{Header, body_columns, not_the_first_header, pair};
 use crate::error::DecodeError;
 use crate::options::DecodeOptions;
 use crate::schema::{ColumnType, TableSchema};
@@ -64,11 +64,6 @@ pub(crate) fn decode_tsv_many(
         }
         read_tsv_rows(lines, columns)
     })
-}
-
-/// Why a body is not read with a round's others: its header is not the first body's.
-fn not_the_first_header() -> DecodeError {
-    DecodeError::new(None, None, "header: not the round's first".to_owned())
 }
 
 /// Reads `TabSeparated` lines as rows of `columns`.
